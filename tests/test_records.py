@@ -1,0 +1,94 @@
+import json
+
+import pytest
+
+from ctxkit.records import (
+    ReadReport,
+    RecordError,
+    atomic_write,
+    read_records,
+    write_jsonl,
+    write_parquet,
+)
+
+
+def write_lines(path, lines):
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def test_jsonl_field_and_ids(tmp_path):
+    p = write_lines(tmp_path / "a.jsonl", [b'{"text": "a", "id": "x1"}', b"", b'{"text": "b", "id": 7}'])
+    recs = list(read_records(p, field="text", id_field="id"))
+    assert [(r.id, r.text, r.line) for r in recs] == [("x1", "a", 1), ("7", "b", 3)]
+
+
+def test_invalid_line_names_file_and_line(tmp_path):
+    p = write_lines(tmp_path / "a.jsonl", [b'{"text": "a"}', b'{"text": ', b'{"text": "c"}'])
+    with pytest.raises(RecordError, match=r"a\.jsonl:2.*invalid JSON"):
+        list(read_records(p, field="text"))
+
+
+def test_skip_policy_counts_and_lists(tmp_path):
+    p = write_lines(
+        tmp_path / "a.jsonl",
+        [b'{"text": "a"}', b"not json", b'{"other": 1}', b'{"text": 5}', b'{"text": "\xff\xfe"}',
+         b'{"text": "ok"}'],
+    )
+    report = ReadReport()
+    recs = list(read_records(p, field="text", on_error="skip", report=report))
+    assert [r.text for r in recs] == ["a", "ok"]
+    assert report.read == 2
+    assert [e.line for e in report.skipped] == [2, 3, 4, 5]
+    reasons = " ".join(e.reason for e in report.skipped)
+    assert "invalid JSON" in reasons and "missing field 'text'" in reasons
+    assert "not text" in reasons and "UTF-8" in reasons
+    assert report.to_dict()["skipped"][0]["line"] == 2
+
+
+def test_alpaca_template_prompt_is_prefix(tmp_path):
+    items = [{"instruction": "Add", "input": "2 3", "output": "5"},
+             {"instruction": "Say hi", "input": "", "response": "hi"}]
+    p = tmp_path / "a.json"
+    p.write_text(json.dumps(items))
+    recs = list(read_records(p, template="alpaca"))
+    assert recs[0].text.startswith(recs[0].prompt) and recs[0].completion == "5"
+    assert "### Input:" in recs[0].prompt and "### Input:" not in recs[1].prompt
+    assert recs[1].completion == "hi"
+    p.write_text(json.dumps([{"instruction": "x"}]))
+    with pytest.raises(RecordError, match="alpaca template"):
+        list(read_records(p, template="alpaca"))
+
+
+def test_messages_template_sharegpt_and_openai(tmp_path):
+    rows = [{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]},
+            {"messages": [{"role": "system", "content": "be nice"}]}]
+    p = tmp_path / "c.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in rows))
+    recs = list(read_records(p, template="messages"))
+    assert [m["role"] for m in recs[0].messages] == ["user", "assistant"]
+    assert recs[1].messages[0]["content"] == "be nice"
+
+
+def test_parquet_roundtrip_and_atomic_writes(tmp_path):
+    out = tmp_path / "sub" / "x.parquet"
+    assert write_parquet(out, {"text": ["a", "b"], "n": [1, 2]}) == 2
+    assert [r.text for r in read_records(out, field="text")] == ["a", "b"]
+    j = tmp_path / "x.jsonl"
+    assert write_jsonl(j, [{"a": 1}, {"a": 2}]) == 2
+    assert [json.loads(line)["a"] for line in j.read_text().splitlines()] == [1, 2]
+    # a failure while writing leaves the old file and no temp files
+    with pytest.raises(RuntimeError):
+        with atomic_write(j) as fh:
+            fh.write("partial")
+            raise RuntimeError("boom")
+    assert j.read_text().count("\n") == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub", "x.jsonl"]
+
+
+def test_missing_file_and_bad_format(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        list(read_records(tmp_path / "nope.jsonl"))
+    (tmp_path / "x.csv").write_text("a,b")
+    with pytest.raises(RecordError, match="unknown format"):
+        list(read_records(tmp_path / "x.csv"))
