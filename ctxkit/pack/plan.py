@@ -36,6 +36,19 @@ class PackPlan:
     truncated: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     tokens_truncated: int = 0
+    empty: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def segments(self) -> list[list[tuple[int, int, int]]]:
+        """Per bin, the ``(input index, start, stop)`` token ranges it holds, in row order.
+
+        This is what collation consumes: whole inputs are ``(i, 0, min(len, capacity))``;
+        split and wrapped inputs appear as several ranges across bins.
+        """
+        if self.pieces is not None:
+            return self.pieces
+        return [
+            [(int(i), 0, int(min(self.lengths[i], self.capacity))) for i in b] for b in self.bins
+        ]
 
     @property
     def n_bins(self) -> int:
@@ -149,7 +162,8 @@ def pack_lengths(
         dropped = over
         eff[over] = 0
     # TODO(split): handled below with pieces
-    active = np.setdiff1d(np.flatnonzero(eff >= 0), dropped)
+    empty = np.flatnonzero(arr == 0)  # nothing to place; reported, never packed
+    active = np.setdiff1d(np.flatnonzero(eff > 0), dropped)
     if strategy in ("bfd", "ffd", "optimal"):
         order = active[np.argsort(-eff[active], kind="stable")]
         raw = (_first_fit if strategy == "ffd" else _best_fit)(order, eff, capacity)
@@ -162,5 +176,5 @@ def pack_lengths(
     return PackPlan(
         bins=bins, capacity=int(capacity), total_tokens=int(eff[active].sum()),
         strategy=strategy, lengths=arr, truncated=truncated, dropped=dropped,
-        tokens_truncated=tokens_truncated,
+        tokens_truncated=tokens_truncated, empty=empty,
     )
