@@ -17,13 +17,13 @@ from typing import Any
 from ctxkit.records import atomic_write, write_json
 
 __all__ = [
-    "data_dir",
-    "machine_info",
-    "write_results",
-    "save_figure",
-    "timer",
     "ALPACA_SOURCES",
     "alpaca_texts",
+    "data_dir",
+    "machine_info",
+    "save_figure",
+    "timer",
+    "write_results",
 ]
 
 # name -> path under the data dir; every file holds instruction/input/output-like records
@@ -64,7 +64,7 @@ def machine_info() -> dict[str, Any]:
     for mod in ("numpy", "scipy", "torch", "trl", "tiktoken"):
         try:
             info[mod] = __import__(mod).__version__
-        except Exception:  # not installed, or broken: a benchmark still runs
+        except Exception:  # noqa: BLE001 - not installed or broken: the benchmark still runs
             info[mod] = None
     return info
 

@@ -43,20 +43,21 @@ with a bounded buffer and reports what that costs against the global plan.
 Overflow (inputs longer than ``capacity``)
 ------------------------------------------
 ``error`` raises naming the first such input; ``split`` cuts it into ``capacity``-sized pieces
-(the last one shorter) that are packed as separate items (for ``wrapped`` inputs span windows
-anyway); ``truncate`` keeps the first ``capacity`` tokens; ``drop`` leaves it out. Split,
+(the last one shorter) that are packed as separate items (``wrapped`` cuts every input across
+windows by design, so there ``error`` and ``split`` both let long inputs span windows); ``truncate`` keeps the first ``capacity`` tokens; ``drop`` leaves it out. Split,
 truncated and dropped inputs are listed on the plan; zero-length inputs are never placed and
 are listed in ``empty``. So every input token is either placed exactly once or reported.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["PackPlan", "BinList", "PieceList", "pack_lengths", "STRATEGIES", "OVERFLOW_POLICIES", "assign_bins"]
+__all__ = ["OVERFLOW_POLICIES", "STRATEGIES", "BinList", "PackPlan", "PieceList", "assign_bins", "pack_lengths"]
 
 STRATEGIES = ("bfd", "ffd", "wrapped", "greedy", "optimal")
 OVERFLOW_POLICIES = ("error", "split", "truncate", "drop")
@@ -92,7 +93,7 @@ class BinList(Sequence):
 
     def __iter__(self):
         flat, off = self.flat, self.offsets.tolist()
-        return (flat[a:b] for a, b in zip(off[:-1], off[1:]))
+        return (flat[a:b] for a, b in itertools.pairwise(off))
 
     def sizes(self) -> np.ndarray:
         """Entries per window."""
@@ -108,7 +109,7 @@ class BinList(Sequence):
 class PieceList(Sequence):
     """Per window, the ``(input index, start, stop)`` token ranges, stored flat like BinList."""
 
-    __slots__ = ("src", "start", "stop", "offsets")
+    __slots__ = ("offsets", "src", "start", "stop")
 
     def __init__(self, src: np.ndarray, start: np.ndarray, stop: np.ndarray, offsets: np.ndarray):
         self.src, self.start, self.stop, self.offsets = src, start, stop, offsets
@@ -129,7 +130,7 @@ class PieceList(Sequence):
     def tolist(self) -> list[list[tuple[int, int, int]]]:
         rows = list(zip(self.src.tolist(), self.start.tolist(), self.stop.tolist()))
         off = self.offsets.tolist()
-        return [rows[a:b] for a, b in zip(off[:-1], off[1:])]
+        return [rows[a:b] for a, b in itertools.pairwise(off)]
 
     def __iter__(self):
         return iter(self.tolist())
@@ -252,7 +253,10 @@ def _new_bins(
     return assign, free, n_new
 
 
-def _bfd(sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+def _bfd(
+    sizes: np.ndarray, capacity: int, open_free: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Best-fit decreasing; ``open_free`` gives windows already open (ids 0..), by free space."""
     order = _order_desc(sizes, capacity)
     counts = np.bincount(sizes, minlength=capacity + 1)
     uniq = np.flatnonzero(counts)
@@ -273,6 +277,14 @@ def _bfd(sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
         if r > 0 and ids.size:
             members[r].append(ids)
             n_level[r] += ids.size
+
+    if open_free is not None and open_free.size:
+        n_bins = open_free.size
+        ids = np.arange(n_bins, dtype=np.int64)
+        by_free = np.argsort(open_free, kind="stable")
+        bounds = np.flatnonzero(np.diff(open_free[by_free])) + 1
+        for group in np.split(ids[by_free], bounds):
+            put(int(open_free[group[0]]), group)
 
     for s, k in zip(uniq[::-1].tolist(), counts[::-1].tolist()):
         left = k
@@ -481,7 +493,7 @@ def pack_lengths(
     arr = _validate(lengths, capacity, strategy, overflow)
     capacity = int(capacity)
     over = np.flatnonzero(arr > capacity)
-    if over.size and overflow == "error":
+    if over.size and overflow == "error" and strategy != "wrapped":
         raise ValueError(
             f"input {int(over[0])} has {int(arr[over[0]])} tokens, more than capacity {capacity}; "
             f"{over.size} input(s) are too long (use overflow='split', 'truncate' or 'drop')"
