@@ -6,6 +6,7 @@ fits a token budget, so little compute goes to padding without any change to att
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,7 +63,7 @@ def length_grouped_batches(
         (221, 208)
     """
     if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, (int, np.integer)):
-        raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
+        raise TypeError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
     if batch_tokens <= 0:
         raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
     if max_rows is not None and max_rows <= 0:
@@ -91,8 +92,8 @@ def length_grouped_batches(
         starts.append(i)
         i += min(batch_tokens // sorted_len[i], rows_cap)
     bounds = [*starts, len(order)]
-    batches = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-    padded = sum((b - a) * sorted_len[a] for a, b in zip(bounds[:-1], bounds[1:]))
+    batches = [order[a:b] for a, b in itertools.pairwise(bounds)]
+    padded = sum((b - a) * sorted_len[a] for a, b in itertools.pairwise(bounds))
     if seed is not None:
         perm = np.random.default_rng(seed).permutation(len(batches)).tolist()
         batches = [batches[p] for p in perm]
