@@ -78,9 +78,10 @@ def test_parquet_roundtrip_and_atomic_writes(tmp_path):
     assert write_jsonl(j, [{"a": 1}, {"a": 2}]) == 2
     assert [json.loads(line)["a"] for line in j.read_text().splitlines()] == [1, 2]
     # a failure while writing leaves the old file and no temp files
-    with pytest.raises(RuntimeError), atomic_write(j) as fh:
-        fh.write("partial")
-        raise RuntimeError("boom")
+    with pytest.raises(RuntimeError):
+        with atomic_write(j) as fh:
+            fh.write("partial")
+            raise RuntimeError("boom")
     assert j.read_text().count("\n") == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sub", "x.jsonl"]
 
