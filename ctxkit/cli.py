@@ -11,7 +11,6 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -62,11 +61,11 @@ def progress_bar(description: str, total: int | None = None, enabled: bool = Tru
 def iter_input(
     path: Path,
     *,
-    field: Optional[str],
-    template: Optional[str],
-    id_field: Optional[str] = None,
+    field: str | None,
+    template: str | None,
+    id_field: str | None = None,
     skip_bad: bool = False,
-    report: Optional[ReadReport] = None,
+    report: ReadReport | None = None,
 ) -> Iterator[Record]:
     """Records from ``path``; a bad record is a UserError unless ``skip_bad``."""
     if not path.exists():
@@ -128,7 +127,68 @@ def tokenizers_cmd() -> None:
 # ===== evaluation commands =====
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+@app.command("eval")
+def eval_cmd(
+    input_path: Path = typer.Argument(..., metavar="IN", help="JSONL, JSON or Parquet records"),
+    output_dir: Path = typer.Option(Path("report"), "-o", "--out", help="report directory"),
+    field: str | None = typer.Option(None, "--field", help="text field (default: text)"),
+    template: str | None = typer.Option(None, "--template", help="alpaca | messages"),
+    capacity: int = typer.Option(2048, "--capacity", min=1, help="context window in tokens"),
+    tokenizer: str = typer.Option("cl100k_base", "--tokenizer"),
+    embedding: bool = typer.Option(
+        False, "--embedding", help="also time packed vs padded embedding"
+    ),
+    embed_sample: int = typer.Option(256, "--embed-sample", min=1),
+    no_density: bool = typer.Option(False, "--no-density", help="skip the density section"),
+    no_dedup: bool = typer.Option(False, "--no-dedup", help="skip the redundancy section"),
+    seed: int = typer.Option(0, "--seed"),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="skip and list bad records"),
+) -> None:
+    """How much of the context budget is wasted, and what each stage would save."""
+    from ctxkit.evaluate import evaluate
+    from ctxkit.records import write_json
+
+    report_read = ReadReport()
+    texts = [r.text for r in iter_input(input_path, field=field, template=template,
+                                        skip_bad=skip_bad, report=report_read)]
+    print_skipped(report_read)
+    if not texts:
+        fail(f"{input_path}: no usable records")
+    sections = ["lengths", "utilization"]
+    sections += [] if no_dedup else ["redundancy"]
+    sections += [] if no_density else ["density"]
+    sections += ["embedding"] if embedding else []
+    with progress_bar("evaluating", total=len(sections) + 1) as advance:
+        def step(message: str) -> None:
+            console.print(f"[dim]{message}[/dim]") if not console.is_terminal else None
+            advance(1)
+
+        try:
+            report = evaluate(texts, capacity=capacity, tokenizer=tokenizer, sections=sections,
+                              embed_sample=embed_sample, seed=seed, name=input_path.name,
+                              progress=step)
+        except ValueError as exc:
+            fail(str(exc))
+    report.dataset["skipped_records"] = report_read.to_dict()["skipped"]
+    plots = report.plot(output_dir)
+    write_json(output_dir / "report.json", report.to_dict())
+    from ctxkit.records import atomic_write
+
+    with atomic_write(output_dir / "report.md") as fh:
+        fh.write(report.to_markdown([str(p) for p in plots]))
+    util = report.sections.get("utilization", {})
+    rows: list[tuple[str, object]] = [("texts", len(texts))]
+    if util:
+        rows.append(("lower bound (windows)", util["lower_bound"]))
+        for name, figures in util["methods"].items():
+            rows.append((f"{name}: windows / utilization",
+                         f"{figures['windows']:,} / {figures['utilization']:.1%}"))
+    print_table(f"ctxkit eval: {input_path.name} @ {capacity} tokens", rows)
+    out.print(f"wrote {output_dir / 'report.md'}, {output_dir / 'report.json'} "
+              f"and {len(plots)} plot(s)")
+
+
+def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ctxkit`` console script; returns the exit status."""
     try:
         app(args=argv, prog_name="ctxkit")  # standalone mode: click reports usage errors
