@@ -34,7 +34,15 @@ import numpy as np
 
 from ctxkit.pack.plan import PackPlan, pack_lengths
 
-__all__ = ["PackedBatch", "PackedCollator", "pack", "collate_plan", "LAYOUTS", "IGNORE_INDEX"]
+__all__ = [
+    "IGNORE_INDEX",
+    "LAYOUTS",
+    "PackedBatch",
+    "PackedCollator",
+    "collate_plan",
+    "pack",
+    "pack_arrays",
+]
 
 LAYOUTS = ("padded", "flat")
 IGNORE_INDEX = -100  # what torch's cross entropy and transformers skip
@@ -368,7 +376,7 @@ def pack(
             i = int(bad[0])
             raise ValueError(
                 f"completion_mask {i} has {mlen[i]} entries for a sequence of {lengths[i]} tokens")
-        keep = mflat != 0
+        keep = mflat
     label_src = None
     if labels is not None:
         if len(labels) != len(sequences):
@@ -378,31 +386,70 @@ def pack(
         if bad.size:
             i = int(bad[0])
             raise ValueError(f"labels {i} has {llen[i]} entries for {lengths[i]} tokens")
+    return pack_arrays(
+        flat, lengths, capacity, strategy=strategy, separator_id=separator_id,
+        completion_mask=keep, labels=label_src, overflow=overflow, pad_id=pad_id, seed=seed,
+        layout=layout, label_separators=label_separators,
+    )
+
+
+def pack_arrays(
+    tokens: np.ndarray,
+    lengths: np.ndarray,
+    capacity: int,
+    strategy: str = "bfd",
+    separator_id: int | None = None,
+    completion_mask: np.ndarray | None = None,
+    labels: np.ndarray | None = None,
+    overflow: str = "error",
+    pad_id: int = 0,
+    seed: int | None = None,
+    layout: str = "padded",
+    label_separators: bool = False,
+) -> PackedBatch:
+    """:func:`pack` on sequences already concatenated: ``tokens`` holds them back to back.
+
+    ``lengths[i]`` is sequence ``i``'s token count; ``completion_mask`` and ``labels``, when
+    given, are aligned with ``tokens``. This is the zero-copy entry for Arrow columns
+    (their values and offsets) and for the CLI.
+
+    Example:
+        >>> pack_arrays(np.array([1, 2, 3]), np.array([2, 1]), 4).input_ids.tolist()
+        [[1, 2, 3, 0]]
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    flat = np.asarray(tokens, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if flat.ndim != 1 or lengths.ndim != 1 or int(lengths.sum()) != flat.size:
+        raise ValueError(
+            f"tokens must be 1-D with len == sum(lengths) ({flat.size} vs {int(lengths.sum())})")
+    keep = None if completion_mask is None else np.asarray(completion_mask) != 0
+    label_src = None if labels is None else np.asarray(labels, dtype=np.int64)
+    for name, arr in (("completion_mask", keep), ("labels", label_src)):
+        if arr is not None and arr.shape != flat.shape:
+            raise ValueError(f"{name} must align with tokens ({arr.shape} vs {flat.shape})")
     if separator_id is not None:
-        nonempty = lengths > 0  # an empty input stays empty: nothing to separate
-        sep_after = np.where(nonempty, 1, 0)
+        # an empty input stays empty (nothing to separate); input i moves right by i separators
+        sep_after = (lengths > 0).astype(np.int64)
         ext_len = lengths + sep_after
-        tokens = np.full(int(ext_len.sum()), int(separator_id), dtype=np.int64)
+        ext = np.full(int(ext_len.sum()), int(separator_id), dtype=np.int64)
         owner = np.repeat(np.arange(lengths.size), lengths)
         shift = np.concatenate([[0], np.cumsum(sep_after)[:-1]]) if lengths.size else _EMPTY
         where = np.arange(flat.size) + shift[owner]
-        tokens[where] = flat
-        is_token = np.zeros(tokens.size, dtype=bool)
-        is_token[where] = True
-        keep_ext = np.full(tokens.size, bool(label_separators))
+        ext[where] = flat
+        keep_ext = np.full(ext.size, bool(label_separators))
         keep_ext[where] = True if keep is None else keep
         keep = keep_ext
         if label_src is not None:
-            src_ext = np.full(tokens.size, int(separator_id), dtype=np.int64)
+            src_ext = np.full(ext.size, int(separator_id), dtype=np.int64)
             src_ext[where] = label_src
             label_src = src_ext
-        lengths = ext_len
-    else:
-        tokens = flat
+        flat, lengths = ext, ext_len
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if lengths.size else _EMPTY
     plan = pack_lengths(lengths, capacity, strategy=strategy, overflow=overflow, seed=seed)
     return collate_plan(
-        plan, tokens, offsets, lengths, label_source=label_src, label_keep=keep,
+        plan, flat, offsets, lengths, label_source=label_src, label_keep=keep,
         pad_id=pad_id, layout=layout,
     )
 
