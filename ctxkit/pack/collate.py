@@ -162,6 +162,9 @@ class PackedBatch:
         ``padded``: ``input_ids``, ``labels``, ``position_ids``, ``segment_ids`` and, with
         ``attention_mask=True``, the 4-D boolean block mask (causal by default, as a causal LM
         given a ready 4-D mask expects).
+
+        transformers detects the segments of the flat layout from ``position_ids`` only when
+        the model runs without a KV cache (``use_cache=False``, as in training).
         """
         import torch
 
