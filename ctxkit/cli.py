@@ -114,10 +114,12 @@ def tokenizers_cmd() -> None:
 
 
 # ===== packing commands (pack, demo) =====
+from typing import Annotated  # imported here: cli.py is shared, this block is ours
+
 _PACK_TOKENIZE_BATCH = 1024
 
 
-def _parse_separator(separator: str, tok) -> Optional[int]:
+def _parse_separator(separator: str, tok) -> int | None:
     value = separator.strip().lower()
     if value == "none":
         return None
@@ -132,7 +134,7 @@ def _parse_separator(separator: str, tok) -> Optional[int]:
     return None
 
 
-def _print_pack_report(batch, read_report: Optional[ReadReport], ids: list[str]) -> None:
+def _print_pack_report(batch, read_report: ReadReport | None, ids: list[str]) -> None:
     rows: list[tuple[str, object]] = []
     if read_report is not None:
         rows.append(("records read", read_report.read))
@@ -163,28 +165,37 @@ def _print_pack_report(batch, read_report: Optional[ReadReport], ids: list[str])
 
 @app.command("pack")
 def pack_cmd(
-    input_path: Path = typer.Argument(..., metavar="IN", help="JSONL, JSON or Parquet records."),
-    capacity: int = typer.Option(..., "--capacity", "-c", help="Tokens per context window."),
-    output: Path = typer.Option(..., "--output", "-o", help="OUT.parquet or OUT.jsonl"),
-    tokenizer: str = typer.Option("cl100k_base", "--tokenizer", "-t",
-                                  help="cl100k_base, minilm or hf:<local dir>."),
-    strategy: str = typer.Option("bfd", help="bfd, ffd, wrapped, greedy or optimal."),
-    template: Optional[str] = typer.Option(None, help="alpaca or messages."),
-    field: Optional[str] = typer.Option(None, "--field", "-f", help="Text field to pack."),
-    id_field: Optional[str] = typer.Option(None, help="Field holding each record's id."),
-    separator: str = typer.Option("eos", help="Appended after each record: eos, none or an id."),
-    overflow: str = typer.Option("error", help="Records over capacity: error, split, "
-                                 "truncate or drop."),
-    layout: str = typer.Option("padded", help="padded: rows of exactly capacity; flat: one "
-                               "unpadded row per window (padding-free training)."),
-    seed: Optional[int] = typer.Option(None, help="Shuffle windows deterministically."),
-    pad_id: int = typer.Option(0, help="Token id used for padding."),
-    train_on_prompt: bool = typer.Option(False, help="alpaca: keep prompt tokens in the loss."),
-    label_separators: bool = typer.Option(False, help="Train on the separator (EOS) token."),
-    skip_bad: bool = typer.Option(False, help="Skip invalid records (listed in the report)."),
-    report_path: Optional[Path] = typer.Option(None, "--report", help="Also write the report "
-                                               "as JSON."),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
+    input_path: Annotated[Path, typer.Argument(
+        metavar="IN", help="JSONL, JSON or Parquet records.")],
+    capacity: Annotated[int, typer.Option(
+        "--capacity", "-c", help="Tokens per context window.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="OUT.parquet or OUT.jsonl")],
+    tokenizer: Annotated[str, typer.Option(
+        "--tokenizer", "-t", help="cl100k_base, minilm or hf:<local dir>.")] = "cl100k_base",
+    strategy: Annotated[str, typer.Option(help="bfd, ffd, wrapped, greedy or optimal.")] = "bfd",
+    template: Annotated[str | None, typer.Option(help="alpaca or messages.")] = None,
+    field: Annotated[str | None, typer.Option(
+        "--field", "-f", help="Text field to pack.")] = None,
+    id_field: Annotated[str | None, typer.Option(
+        help="Field holding each record's id (default: its position).")] = None,
+    separator: Annotated[str, typer.Option(
+        help="Appended after each record: eos, none or a token id.")] = "eos",
+    overflow: Annotated[str, typer.Option(
+        help="Records over capacity: error, split, truncate or drop.")] = "error",
+    layout: Annotated[str, typer.Option(
+        help="padded: rows of exactly capacity; flat: one unpadded row per window "
+        "(padding-free training).")] = "padded",
+    seed: Annotated[int | None, typer.Option(help="Shuffle windows deterministically.")] = None,
+    pad_id: Annotated[int, typer.Option(help="Token id used for padding.")] = 0,
+    train_on_prompt: Annotated[bool, typer.Option(
+        help="alpaca: keep prompt tokens in the loss.")] = False,
+    label_separators: Annotated[bool, typer.Option(
+        help="Train on the separator (EOS) token.")] = False,
+    skip_bad: Annotated[bool, typer.Option(
+        help="Skip invalid records (counted and listed in the report).")] = False,
+    report_path: Annotated[Path | None, typer.Option(
+        "--report", help="Also write the report as JSON.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Tokenize records and pack them into full context windows (no cross-contamination)."""
     import numpy as np
@@ -218,7 +229,7 @@ def pack_cmd(
 
     read_report = ReadReport()
     ids: list[str] = []
-    lines: list[Optional[int]] = []
+    lines: list[int | None] = []
     chunks: list[np.ndarray] = []
     masks: list[np.ndarray] = []
     lengths: list[int] = []
@@ -297,12 +308,14 @@ def pack_cmd(
 
 @app.command("demo")
 def demo_cmd(
-    n: int = typer.Option(2000, "--n", help="Number of generated instruction records."),
-    capacity: int = typer.Option(2048, "--capacity", "-c", help="Tokens per context window."),
-    seed: int = typer.Option(0, help="Seed of the generated data and the window order."),
-    tokenizer: str = typer.Option("cl100k_base", "--tokenizer", "-t"),
-    write_data: Optional[Path] = typer.Option(None, help="Also write the generated records "
-                                              "as JSONL (try them with `ctxkit pack`)."),
+    n: Annotated[int, typer.Option("--n", help="Number of generated instruction records.")] = 2000,
+    capacity: Annotated[int, typer.Option(
+        "--capacity", "-c", help="Tokens per context window.")] = 2048,
+    seed: Annotated[int, typer.Option(
+        help="Seed of the generated data and the window order.")] = 0,
+    tokenizer: Annotated[str, typer.Option("--tokenizer", "-t")] = "cl100k_base",
+    write_data: Annotated[Path | None, typer.Option(
+        help="Also write the generated records as JSONL (try them with `ctxkit pack`).")] = None,
 ) -> None:
     """Generate an instruction dataset, tokenize it, pack it and print the packing report."""
     from ctxkit.demo import demo_records, run_demo

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["demo_records", "run_demo", "DemoResult", "StrategyRow"]
+__all__ = ["DemoResult", "StrategyRow", "demo_records", "run_demo"]
 
 TOPICS = [
     "photosynthesis", "the water cycle", "binary search", "compound interest", "plate tectonics",
