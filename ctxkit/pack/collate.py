@@ -267,10 +267,15 @@ def collate_plan(
 
     total = int(seg_len.sum())
     seg_first = np.concatenate([[0], np.cumsum(seg_len)[:-1]]) if seg_len.size else _EMPTY
-    within = np.arange(total, dtype=np.int64) - np.repeat(seg_first, seg_len)
-    src = np.repeat(offsets[inp] + start, seg_len) + within
+    # one pass to tag each output token with its segment; the rest are gathers from
+    # per-segment arrays (small, cache resident) and elementwise arithmetic
+    tok_seg = np.repeat(np.arange(inp.size, dtype=np.int64), seg_len)
+    within = np.arange(total, dtype=np.int64)
+    within -= seg_first[tok_seg]
+    src = (offsets[inp] + start)[tok_seg]
+    src += within
     ids = tokens[src]
-    labels = (label_source[src] if label_source is not None else ids).copy()
+    labels = label_source[src] if label_source is not None else ids.copy()
     drop = within == 0  # no loss term may predict a segment's first token from the previous one
     if label_keep is not None:
         drop |= ~label_keep[src]
@@ -280,34 +285,32 @@ def collate_plan(
     n_per_row = np.bincount(rows, minlength=n_rows).astype(np.int64)
     row_first_seg = np.concatenate([[0], np.cumsum(n_per_row)[:-1]]) if n_rows else _EMPTY
     seg_rank = np.arange(inp.size, dtype=np.int64) - row_first_seg[rows] + 1
-    sources = np.split(inp, np.cumsum(n_per_row)[:-1]) if n_rows else []
-    seq_lengths = np.split(seg_len, np.cumsum(n_per_row)[:-1]) if n_rows else []
     bounds = np.cumsum(n_per_row)[:-1]
+    sources = np.split(inp, bounds) if n_rows else []
+    seq_lengths = np.split(seg_len, bounds) if n_rows else []
     pieces = [list(zip(a.tolist(), b.tolist(), c.tolist())) for a, b, c in zip(
-        np.split(inp, bounds), np.split(start, bounds), np.split(stop, bounds))] if n_rows else []
-    seg_tok = np.repeat(seg_rank, seg_len)
+        sources, np.split(start, bounds), np.split(stop, bounds))] if n_rows else []
 
     if layout == "flat":
         shape = (1, total)
         input_ids, out_labels = ids.reshape(shape), labels.reshape(shape)
         position_ids = within.reshape(shape)
         # in flat layout segments are numbered over the whole batch, as DataCollatorWithFlattening
-        segment_ids = np.repeat(np.arange(1, inp.size + 1, dtype=np.int32), seg_len).reshape(shape)
+        segment_ids = (tok_seg + 1).astype(np.int32).reshape(shape)
         cu = np.concatenate([[0], np.cumsum(seg_len)]).astype(np.int32)
     else:
-        row_first_tok = np.concatenate([[0], np.cumsum(row_used)[:-1]]) if n_rows else _EMPTY
-        dst = np.repeat(rows * capacity, seg_len) + (
-            np.arange(total, dtype=np.int64) - np.repeat(row_first_tok[rows], seg_len))
-        size = n_rows * capacity
-        input_ids = np.full(size, pad_id, dtype=np.int64)
-        out_labels = np.full(size, IGNORE_INDEX, dtype=np.int64)
-        position_ids = np.zeros(size, dtype=np.int64)
-        segment_ids = np.zeros(size, dtype=np.int32)
-        input_ids[dst], out_labels[dst], position_ids[dst], segment_ids[dst] = (
-            ids, labels, within, seg_tok)
+        # Rows are filled left to right in output order, so a boolean "real token" mask over
+        # [rows, capacity] places the collated stream with one masked assignment per array.
         shape = (n_rows, capacity)
-        input_ids, out_labels = input_ids.reshape(shape), out_labels.reshape(shape)
-        position_ids, segment_ids = position_ids.reshape(shape), segment_ids.reshape(shape)
+        real = np.arange(capacity)[None, :] < row_used[:, None]
+        input_ids = np.full(shape, pad_id, dtype=np.int64)
+        out_labels = np.full(shape, IGNORE_INDEX, dtype=np.int64)
+        position_ids = np.zeros(shape, dtype=np.int64)
+        segment_ids = np.zeros(shape, dtype=np.int32)
+        input_ids[real] = ids
+        out_labels[real] = labels
+        position_ids[real] = within
+        segment_ids[real] = seg_rank[tok_seg]
         # spans: every segment, then each row's padding tail (when it has one)
         pad_len = capacity - row_used
         spans_len = np.concatenate([seg_len, pad_len])
@@ -433,20 +436,19 @@ def pack_arrays(
         if arr is not None and arr.shape != flat.shape:
             raise ValueError(f"{name} must align with tokens ({arr.shape} vs {flat.shape})")
     if separator_id is not None:
-        # an empty input stays empty (nothing to separate); input i moves right by i separators
-        sep_after = (lengths > 0).astype(np.int64)
-        ext_len = lengths + sep_after
-        ext = np.full(int(ext_len.sum()), int(separator_id), dtype=np.int64)
-        owner = np.repeat(np.arange(lengths.size), lengths)
-        shift = np.concatenate([[0], np.cumsum(sep_after)[:-1]]) if lengths.size else _EMPTY
-        where = np.arange(flat.size) + shift[owner]
-        ext[where] = flat
-        keep_ext = np.full(ext.size, bool(label_separators))
-        keep_ext[where] = True if keep is None else keep
+        # one separator after every non-empty input (an empty input stays empty)
+        ext_len = lengths + (lengths > 0)
+        is_sep = np.zeros(int(ext_len.sum()), dtype=bool)
+        is_sep[(np.cumsum(ext_len) - 1)[lengths > 0]] = True
+        is_tok = ~is_sep
+        ext = np.full(is_sep.size, int(separator_id), dtype=np.int64)
+        ext[is_tok] = flat
+        keep_ext = np.full(is_sep.size, bool(label_separators))
+        keep_ext[is_tok] = True if keep is None else keep
         keep = keep_ext
         if label_src is not None:
-            src_ext = np.full(ext.size, int(separator_id), dtype=np.int64)
-            src_ext[where] = label_src
+            src_ext = np.full(is_sep.size, int(separator_id), dtype=np.int64)
+            src_ext[is_tok] = label_src
             label_src = src_ext
         flat, lengths = ext, ext_len
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if lengths.size else _EMPTY
