@@ -467,6 +467,10 @@ class PackedCollator:
     transformers' ``DataCollatorWithFlattening``; for ``"padded"`` ``input_ids``, ``labels``,
     ``position_ids`` and a causal block-diagonal 4-D boolean ``attention_mask`` (set
     ``attention_mask=False`` to leave it out, e.g. for flash-attention via ``position_ids``).
+    transformers hands a ready 4-D mask to the attention kernel as it is: sdpa takes the boolean
+    mask; eager attention adds the mask, so convert it there
+    (``torch.zeros(m.shape).masked_fill(~m, float("-inf"))``). The flat layout needs no mask
+    and works with sdpa, eager and flash-attention when the model runs with ``use_cache=False``.
 
     Example:
         >>> collate = PackedCollator(capacity=8, layout="flat")
