@@ -192,14 +192,27 @@ def _as_int_arrays(sequences: Sequence[Any], what: str) -> tuple[np.ndarray, np.
 
 def _plan_arrays(plan: PackPlan) -> tuple[np.ndarray, ...]:
     """Per segment: row, input index, start, stop (int64 arrays), in row order."""
-    if plan.pieces is None:  # whole inputs: no Python loop over segments at all
-        sizes = np.fromiter((b.size for b in plan.bins), dtype=np.int64, count=len(plan.bins))
-        inp = np.concatenate(plan.bins).astype(np.int64) if plan.bins else _EMPTY
-        rows = np.repeat(np.arange(len(plan.bins), dtype=np.int64), sizes)
+    pieces = plan.pieces
+    if pieces is not None and all(hasattr(pieces, a) for a in ("src", "start", "stop", "offsets")):
+        # flat piece storage (PieceList): no Python step per segment at all
+        rows = np.repeat(np.arange(len(pieces.offsets) - 1, dtype=np.int64),
+                         np.diff(pieces.offsets))
+        return (rows, np.asarray(pieces.src, np.int64), np.asarray(pieces.start, np.int64),
+                np.asarray(pieces.stop, np.int64))
+    if pieces is None:  # whole (or truncated) inputs
+        if hasattr(plan.bins, "flat") and hasattr(plan.bins, "offsets"):
+            inp = np.asarray(plan.bins.flat, np.int64)
+            sizes = np.diff(np.asarray(plan.bins.offsets, np.int64))
+        else:
+            sizes = np.fromiter((len(b) for b in plan.bins), dtype=np.int64,
+                                count=len(plan.bins))
+            inp = (np.concatenate([np.asarray(b, np.int64) for b in plan.bins])
+                   if len(plan.bins) else _EMPTY)
+        rows = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
         start = np.zeros_like(inp)
         stop = np.minimum(plan.lengths[inp], plan.capacity) if inp.size else _EMPTY
         return rows, inp, start, stop.astype(np.int64)
-    triples = [(r, i, s, e) for r, segs in enumerate(plan.pieces) for (i, s, e) in segs]
+    triples = [(r, i, s, e) for r, segs in enumerate(pieces) for (i, s, e) in segs]
     if not triples:
         return _EMPTY, _EMPTY, _EMPTY, _EMPTY
     arr = np.asarray(triples, dtype=np.int64)
