@@ -201,3 +201,30 @@ def test_demo_data_is_deterministic_and_varied():
     assert res.batch.total_tokens + res.batch.tokens_truncated == with_eos
     assert (res.batch.truncated.size > 0) == (res.max_length + 1 > 1024)
     assert run_demo(400, capacity=2048, seed=7).batch.truncated.size == 0
+
+
+def test_pack_parquet_input_messages_template_numeric_separator(tmp_path, capsys):
+    import pyarrow as pa
+
+    chats = [
+        [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello!"}],
+        [{"from": "human", "value": "2+2?"}, {"from": "gpt", "value": "4"}],
+        "not a list of turns",
+    ]
+    src = tmp_path / "chats.parquet"
+    pq.write_table(pa.table({"messages": [json.dumps(c) for c in chats[:2]] + [chats[2]]}), src)
+    # a JSON string is not a list of turns: every record is bad, and that is a clear error
+    assert main(["pack", str(src), "-c", "64", "--template", "messages",
+                 "-o", str(tmp_path / "x.jsonl")]) == 2
+    assert "chats.parquet" in _text(capsys)
+
+    rows = [{"messages": c} for c in chats[:2]]
+    good = tmp_path / "chats.jsonl"
+    _write_jsonl(good, rows)
+    out = tmp_path / "o.jsonl"
+    assert main(["pack", str(good), "-c", "64", "--template", "messages", "--separator", "0",
+                 "-o", str(out), "--no-progress"]) == 0, _text(capsys)
+    texts = ["user: Hi there\nassistant: Hello!", "user: 2+2?\nassistant: 4"]
+    expected = {str(i): (TOK.encode(t) + [0], [*TOK.encode(t), -100]) for i, t in enumerate(texts)}
+    seen = _check_output(_rows(out), expected, 64)
+    assert seen == {k: len(v[0]) for k, v in expected.items()}
