@@ -49,15 +49,20 @@ REF = DataCollatorWithFlattening(return_flash_attn_kwargs=True, return_seq_idx=T
 @given(
     seqs=st.lists(st.lists(st.integers(1, 500), min_size=0, max_size=30), min_size=1,
                   max_size=10),
-    capacity=st.integers(30, 64),
+    capacity=st.integers(31, 64),
     strategy=st.sampled_from(["bfd", "ffd", "greedy", "optimal"]),
     seed=st.one_of(st.none(), st.integers(0, 3)),
+    sep=st.sampled_from([None, 0, 2]),
 )
-def test_flat_layout_matches_data_collator_with_flattening(seqs, capacity, strategy, seed):
+def test_flat_layout_matches_data_collator_with_flattening(seqs, capacity, strategy, seed, sep):
     if not any(seqs):
         return  # the reference refuses a batch of only empty examples
-    batch = pack(seqs, capacity, strategy=strategy, layout="flat", seed=seed)
-    feats = _ordered_features(batch, seqs)
+    batch = pack(seqs, capacity, strategy=strategy, layout="flat", seed=seed, separator_id=sep)
+    if sep is None:
+        feats = _ordered_features(batch, seqs)
+    else:  # the separator is part of its segment and masked from the loss
+        ext = [s + [sep] if s else s for s in seqs]
+        feats = _ordered_features(batch, ext, [s[:-1] + [-100] if s else s for s in ext])
     _assert_same(batch.to_torch(), REF(feats, return_tensors="pt"))
     _assert_same(batch.as_dict(), REF(feats, return_tensors="np"))
 
