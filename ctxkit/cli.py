@@ -113,7 +113,7 @@ def tokenizers_cmd() -> None:
 
 
 # ===== packing commands (pack, demo) =====
-from typing import Annotated  # imported here: cli.py is shared, this block is ours
+from typing import Annotated  # noqa: E402 (here: cli.py is shared, this block is ours)
 
 _PACK_TOKENIZE_BATCH = 1024
 

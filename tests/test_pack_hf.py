@@ -12,7 +12,7 @@ from ctxkit.pack.hf import packed_table
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-from transformers import DataCollatorWithFlattening
+DataCollatorWithFlattening = transformers.DataCollatorWithFlattening
 
 
 def _ordered_features(batch, sequences, labels=None):

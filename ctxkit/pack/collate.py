@@ -387,8 +387,8 @@ def pack(
     keep = None
     if completion_mask is not None:
         if len(completion_mask) != len(sequences):
-            raise ValueError(
-                f"completion_mask has {len(completion_mask)} entries for {len(sequences)} sequences")
+            raise ValueError(f"completion_mask has {len(completion_mask)} entries "
+                             f"for {len(sequences)} sequences")
         mflat, mlen = _as_int_arrays(completion_mask, "completion_mask")
         bad = np.flatnonzero(mlen != lengths)
         if bad.size:
