@@ -265,7 +265,7 @@ def pack_cmd(
              + (f" ({read_report.n_skipped} skipped as bad)" if read_report.n_skipped else ""))
 
     lens = np.asarray(lengths, dtype=np.int64)
-    if overflow == "error":
+    if overflow == "error" and strategy != "wrapped":  # wrapped cuts every record anyway
         need = lens + (lens > 0) * (1 if sep is not None else 0)
         over = np.flatnonzero(need > capacity)
         if over.size:

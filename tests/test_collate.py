@@ -44,7 +44,7 @@ def check_invariants(batch, sequences, capacity, *, sep=None, mask=None, overflo
     assert set(batch.empty.tolist()) == empty
     assert set(batch.dropped.tolist()) == (over if overflow == "drop" else set())
     assert set(batch.truncated.tolist()) == (over if overflow == "truncate" else set())
-    if overflow == "split":
+    if overflow == "split" and batch.strategy != "wrapped":
         assert set(batch.split.tolist()) >= over
 
     covered = {i: [] for i in range(n)}
@@ -162,7 +162,7 @@ def test_pack_invariants(seqs, capacity, strategy, overflow, use_sep, use_mask,
     mask = [data.draw(st.lists(st.integers(0, 1), min_size=len(s), max_size=len(s)))
             for s in seqs] if use_mask else None
     too_long = any(len(_ext(s, sep)) > capacity for s in seqs)
-    if overflow == "error" and too_long:
+    if overflow == "error" and too_long and strategy != "wrapped":  # wrapped cuts every input
         with pytest.raises(ValueError, match="capacity"):
             pack(seqs, capacity, strategy=strategy, separator_id=sep, overflow=overflow)
         return
