@@ -340,7 +340,7 @@ def demo_cmd(
     ])
     table = Table(title=f"windows of {capacity:,} tokens", title_justify="left")
     for col in ("method", "windows", "utilization", "padding tokens", "plan ms"):
-        table.add_column(col, justify="left" if col == "method" else "right")
+        table.add_column(col, justify="left" if col == "method" else "right", no_wrap=True)
     for row in res.rows:
         table.add_row(row.method, f"{row.windows:,}", f"{row.utilization:.2%}",
                       f"{row.padding_tokens:,}", f"{row.seconds * 1e3:.1f}")

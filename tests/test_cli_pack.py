@@ -178,7 +178,8 @@ def test_demo_command(capsys, tmp_path):
     data = tmp_path / "demo.jsonl"
     assert main(["demo", "--n", "300", "--capacity", "512", "--write-data", str(data)]) == 0
     text = _text(capsys)
-    for word in ("naive padding", "greedy", "bfd", "optimal", "lower bound", "utilization",
+    for word in ("padding, 1 per row", "greedy", "blocks of 1,000 (TRL)", "bfd", "optimal",
+                 "lower bound", "utilization",
                  "padding tokens"):
         assert word in text
     assert len(_rows(data)) == 300
@@ -194,7 +195,8 @@ def test_demo_data_is_deterministic_and_varied():
     assert lengths.min() < 40 and lengths.max() > 400  # short answers and a long tail
     res = run_demo(400, capacity=1024, seed=7)
     by = {row.method: row for row in res.rows}
-    assert by["bfd"].windows <= by["greedy"].windows < by["naive padding (1 per row)"].windows
+    assert by["bfd"].windows <= by["greedy"].windows < by["padding, 1 per row"].windows
+    assert by["optimal"].windows <= by["bfd"].windows <= by["bfd, blocks of 1,000 (TRL)"].windows
     assert res.batch.n_windows == by["bfd"].windows >= res.batch.lower_bound
     # records over the window are truncated and reported, never lost silently
     with_eos = res.total_tokens + 400
