@@ -339,7 +339,7 @@ def demo_cmd(
         ("tokenize seconds", res.tokenize_seconds),
     ])
     table = Table(title=f"windows of {capacity:,} tokens", title_justify="left")
-    for col in ("method", "windows", "utilization", "padding tokens", "plan ms"):
+    for col in ("method", "windows", "utilization", "padding", "plan ms"):
         table.add_column(col, justify="left" if col == "method" else "right", no_wrap=True)
     for row in res.rows:
         table.add_row(row.method, f"{row.windows:,}", f"{row.utilization:.2%}",
