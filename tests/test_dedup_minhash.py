@@ -18,8 +18,11 @@ from ctxkit.dedup.minhash import (
     estimate_jaccard,
     exact_jaccard,
     from_datasketch,
+    hash_values,
     minhash_dedup,
+    pair_jaccard,
     permutations,
+    shingle_sets,
     signatures,
     signatures_from_hashes,
     to_datasketch,
@@ -121,6 +124,17 @@ def test_jaccard_estimate_no_worse_than_datasketch():
     assert mae < 0.04
 
 
+def test_pair_jaccard_is_exact():
+    rng = random.Random(5)
+    texts = ["".join(rng.choice("abcd ") for _ in range(rng.randint(0, 25))) for _ in range(30)]
+    values, offsets = hash_values(texts)
+    keys, set_offsets = shingle_sets(values, offsets)
+    pairs = np.array([(i, j) for i in range(30) for j in range(i, 30)])
+    want = [exact_jaccard(texts[i], texts[j]) for i, j in pairs]
+    for chunk in (3, 1 << 22):
+        assert pair_jaccard(keys, set_offsets, pairs, chunk=chunk).tolist() == pytest.approx(want)
+
+
 def test_exact_jaccard_reference():
     assert exact_jaccard("abcdef", "abcdef") == 1.0
     assert exact_jaccard("abcdef", "abcdeg") == pytest.approx(1 / 3)
@@ -210,9 +224,11 @@ def test_finds_injected_near_duplicates():
             words[k] = rng.choice(vocab)
         truth[len(texts)] = i
         texts.append(" ".join(words).upper())
-    res = minhash_dedup(texts, threshold=0.5)
-    assert {i: int(res.duplicate_of[i]) for i in res.removed} == truth
-    assert res.info["bands"] * res.info["rows"] <= 128
+    for verify in ("exact", "estimate"):
+        res = minhash_dedup(texts, threshold=0.5, verify=verify)
+        assert {i: int(res.duplicate_of[i]) for i in res.removed} == truth
+        assert res.info["bands"] * res.info["rows"] <= 128
+        assert (res.pair_scores >= 0.5).all() and len(res.pairs) == len(truth)
 
 
 def test_deterministic_with_seed():
@@ -225,9 +241,10 @@ def test_deterministic_with_seed():
     values, offsets = shingle_hashes(normalize_texts(texts))
     v32 = (values >> np.uint64(32)).astype(np.uint32)
     assert np.array_equal(a, signatures_from_hashes(v32, offsets, 128, 11, chunk=5))
-    r1, r2 = minhash_dedup(texts, 0.3, seed=4), minhash_dedup(texts, 0.3, seed=4)
-    assert r1.duplicate_of.tolist() == r2.duplicate_of.tolist()
-    assert np.array_equal(r1.pairs, r2.pairs)
+    for verify in ("exact", "estimate"):
+        r1, r2 = minhash_dedup(texts, 0.3, seed=4, verify=verify), minhash_dedup(texts, 0.3, seed=4, verify=verify)
+        assert r1.duplicate_of.tolist() == r2.duplicate_of.tolist()
+        assert np.array_equal(r1.pairs, r2.pairs) and np.array_equal(r1.pair_scores, r2.pair_scores)
 
 
 def test_bad_parameters():
@@ -241,3 +258,5 @@ def test_bad_parameters():
         minhash_dedup(["a"], threshold=1.5)
     with pytest.raises(ValueError, match="both bands and rows"):
         minhash_dedup(["a"], bands=4)
+    with pytest.raises(ValueError, match="verify"):
+        minhash_dedup(["a"], verify="maybe")
