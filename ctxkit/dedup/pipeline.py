@@ -83,7 +83,8 @@ def dedup(
         scores: one number per text (for example an information-density score); when given,
             the highest-scoring member of each cluster is kept (ties: earliest).
         options: passed to the stages that accept them (``seed``, ``num_perm``, ``ngram``,
-            ``unit``, ``normalization``, ``punctuation``, ``encoder``, ``batch_size``...);
+            ``unit``, ``normalization`` or its fields ``nfkc``/``case``/``whitespace``/
+            ``punctuation``, ``encoder``, ``partition``...);
             an option no selected stage accepts is an error.
 
     Example:
@@ -98,6 +99,13 @@ def dedup(
     n = len(texts)
     if scores is not None and len(scores) != n:
         raise ValueError(f"scores must have one value per text ({n}), got {len(scores)}")
+    norm_keys = {"nfkc", "case", "whitespace", "punctuation"} & set(options)
+    if norm_keys:
+        # Shorthand for the normalization shared by exact and MinHash.
+        from ctxkit.dedup.normalize import Normalization
+
+        base = options.pop("normalization", None) or Normalization()
+        options["normalization"] = base.with_options(**{k: options.pop(k) for k in norm_keys})
     stages = [(name, _stage(name)) for name in names]
     accepted = {name: set(inspect.signature(fn).parameters) for name, fn in stages}
     unused = set(options) - set().union(*accepted.values())
