@@ -572,18 +572,15 @@ def minhash_dedup(
         estimate = estimate_jaccard(sig, cand)
         margin = 4.5 * math.sqrt(threshold * (1 - threshold) / num_perm) + 1.0 / num_perm
         unsure = np.abs(estimate - threshold) < margin
-        involved = _unique(cand[unsure].ravel())
-        values, offsets = hash_values([texts[i] for i in involved], ngram, unit, normalization, hashfunc, scheme)
-        sets = shingle_sets(values, offsets)
-
         def similarity_of(p: np.ndarray) -> np.ndarray:
-            out = estimate_jaccard(sig, p)
-            mine = np.isin(p, involved).all(axis=1)
-            out[mine] = pair_jaccard(*sets, np.searchsorted(involved, p[mine]))
-            return out
+            # Exact Jaccard of the given pairs, hashing only the texts they involve.
+            involved = _unique(p.ravel())
+            values, offsets = hash_values([texts[i] for i in involved], ngram, unit, normalization,
+                                          hashfunc, scheme)
+            return pair_jaccard(*shingle_sets(values, offsets), np.searchsorted(involved, p))
 
         pair_scores = estimate
-        pair_scores[unsure] = pair_jaccard(*sets, np.searchsorted(involved, cand[unsure]))
+        pair_scores[unsure] = similarity_of(cand[unsure])
         ok = pair_scores >= threshold
         pairs, pair_scores = cand[ok], pair_scores[ok]
     else:
@@ -598,7 +595,7 @@ def minhash_dedup(
     info = {
         "method": "minhash", "threshold": threshold, "num_perm": int(num_perm), "bands": int(bands),
         "rows": int(rows), "ngram": ngram, "unit": unit, "seed": seed,
-        "candidates": len(cand), "verified": len(pairs),
+        "candidates": len(cand), "verified": len(pairs), "verify": verify,
     }
     return result_from_representatives(rep, similarity, "minhash", pairs, pair_scores, info)
 

@@ -23,7 +23,8 @@ class DedupResult:
         method: per item, the stage that removed it (``"exact"``, ``"minhash"``,
             ``"semantic"``), ``""`` when kept.
         similarity: per item, its similarity to the item it was matched to in that stage
-            (1.0 for exact, estimated Jaccard for MinHash, cosine for semantic); NaN when kept.
+            (1.0 for exact; for MinHash the Jaccard of the shingle sets, exact or estimated as
+            its ``verify`` option says; cosine for semantic); NaN when kept.
             Clusters are transitive, so this can be below the threshold when the item was
             linked to its representative through another member.
         matched: per item, the item it was directly merged into at its stage (before later

@@ -133,7 +133,7 @@ def pairs_kmeans(
     from sklearn.cluster import KMeans, MiniBatchKMeans
 
     n = len(emb)
-    k = n_clusters or max(1, int(round(math.sqrt(n))))
+    k = n_clusters or max(1, round(math.sqrt(n)))
     k = min(k, n)
     if k <= 1 or n < 3:
         return _sorted_unique(*pairs_exact(emb, threshold, block))
