@@ -11,6 +11,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.console import Console
@@ -61,11 +62,11 @@ def progress_bar(description: str, total: int | None = None, enabled: bool = Tru
 def iter_input(
     path: Path,
     *,
-    field: str | None,
-    template: str | None,
-    id_field: str | None = None,
+    field: Optional[str],
+    template: Optional[str],
+    id_field: Optional[str] = None,
     skip_bad: bool = False,
-    report: ReadReport | None = None,
+    report: Optional[ReadReport] = None,
 ) -> Iterator[Record]:
     """Records from ``path``; a bad record is a UserError unless ``skip_bad``."""
     if not path.exists():
@@ -117,6 +118,8 @@ def tokenizers_cmd() -> None:
 
 # ===== dedup commands =====
 
+from typing import Annotated  # the dedup block of this shared file keeps its own import
+
 
 def _parse_threshold(value: str | None) -> object | None:
     """``0.8`` for every stage, or ``minhash=0.5,semantic=0.85`` per stage."""
@@ -162,8 +165,9 @@ def _columns(rows: list[dict]) -> dict[str, list]:
 
 @app.command("dedup")
 def dedup_cmd(
-    input_path: Path = typer.Argument(..., metavar="IN", help="Records: .jsonl (streamed), .json or .parquet."),
-    output: Path = typer.Option(..., "-o", "--output", help="Kept records (.jsonl or .parquet)."),
+    input_path: Annotated[Path, typer.Argument(
+        metavar="IN", help="Records: .jsonl (streamed), .json or .parquet.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Kept records (.jsonl or .parquet).")],
     method: str = typer.Option("exact,minhash", "--method", "-m",
                                help="Stages in order: exact, minhash, semantic (comma-separated)."),
     threshold: str | None = typer.Option(
@@ -173,7 +177,8 @@ def dedup_cmd(
     field: str | None = typer.Option(None, "--field", help="Text field (default: text)."),
     template: str | None = typer.Option(None, "--template", help="alpaca or messages."),
     id_field: str | None = typer.Option(None, "--id-field", help="Field holding record ids."),
-    report_path: Path | None = typer.Option(None, "--report", help="JSON report of every removal."),
+    report_path: Annotated[Path | None, typer.Option(
+        "--report", help="JSON report of every removal.")] = None,
     keep: str = typer.Option("first", "--keep", help="Representative kept: first, last, longest."),
     num_perm: int = typer.Option(128, "--num-perm", help="MinHash permutations."),
     ngram: int = typer.Option(5, "--ngram", help="MinHash shingle size."),
@@ -286,7 +291,7 @@ def dedup_cmd(
 # ===== evaluation commands =====
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     """Entry point of the ``ctxkit`` console script; returns the exit status."""
     try:
         app(args=argv, prog_name="ctxkit")  # standalone mode: click reports usage errors
