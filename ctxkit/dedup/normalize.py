@@ -94,36 +94,47 @@ def normalized_codepoints(
     offsets = np.zeros(n + 1, dtype=np.int64)
     if n == 0:
         return np.empty(0, dtype=np.uint32), offsets
-    joined = _SEP.join(texts)
-    if n > 1 and joined.count(_SEP) != n - 1:
-        # A text holds NUL itself, so boundaries cannot be found after joining: go one by one.
-        return _one_by_one(texts, norm)
-    if norm.nfkc:
-        joined = unicodedata.normalize("NFKC", joined)
-    if norm.case:
-        joined = joined.casefold()
-    cps = _to_codepoints(joined)
-    if n == 1:
-        offsets[1] = len(cps)
-    else:
-        nul = np.flatnonzero(cps == 0)
-        if len(nul) != n - 1:  # NFKC/casefold never create NUL; guard rather than misalign
+    if n > 1:
+        joined = _SEP.join(texts)
+        if joined.count(_SEP) != n - 1:
+            # A text holds NUL itself, so boundaries cannot be found after joining: one by one.
             return _one_by_one(texts, norm)
-        offsets[1:-1] = nul - np.arange(n - 1)
-        offsets[-1] = len(cps) - (n - 1)
-        cps = np.delete(cps, nul)
+        if norm.nfkc:
+            joined = unicodedata.normalize("NFKC", joined)
+        if norm.case:
+            # lower() equals casefold() on ASCII and is faster.
+            joined = joined.lower() if joined.isascii() else joined.casefold()
+        parts = joined.split(_SEP)
+        if len(parts) != n:  # NFKC/casefold never create NUL; guard rather than misalign
+            return _one_by_one(texts, norm)
+    else:
+        text = texts[0]
+        if norm.nfkc:
+            text = unicodedata.normalize("NFKC", text)
+        parts = [text.casefold() if norm.case else text]
+    fold_only = norm.whitespace and not norm.punctuation
+    if fold_only:
+        # Stripped texts cannot start or end with whitespace, so folding below only has to
+        # collapse inner runs: a plain string method per text is cheaper than masks for ends.
+        parts = [p.strip() for p in parts]
+    np.cumsum([len(p) for p in parts], out=offsets[1:])
+    cps = _to_codepoints("".join(parts))
     if not (norm.whitespace or norm.punctuation) or len(cps) == 0:
         return cps, offsets
     space = _lookup(cps, _space_table(), str.isspace)
-    if norm.punctuation:
-        punct = _lookup(cps, _punct_table(), lambda c: not (c.isalnum() or c.isspace()) or c == "_")
-        if norm.whitespace:
-            space |= punct
-        else:
-            return _compact(cps, offsets, ~punct)
-    if not norm.whitespace:
+    if fold_only:
+        # Keep every non-space and the first space of each run, as " ".
+        cps = cps.copy()
+        np.putmask(cps, space, np.uint32(32))
+        dropped = np.flatnonzero(space[1:] & space[:-1]) + 1
+        if len(dropped):
+            cps = np.delete(cps, dropped)
+            offsets -= np.searchsorted(dropped, offsets)
         return cps, offsets
-    return _fold_whitespace(cps, offsets, space)
+    punct = _lookup(cps, _punct_table(), lambda c: not (c.isalnum() or c.isspace()) or c == "_")
+    if not norm.whitespace:
+        return _compact(cps, offsets, ~punct)
+    return _fold_whitespace(cps, offsets, space | punct)
 
 
 def _one_by_one(texts: Sequence[str], norm: Normalization) -> tuple[np.ndarray, np.ndarray]:
