@@ -16,7 +16,6 @@ shared. Data: ``../shared/data`` (or ``$CTXKIT_DATA``); generated text when it i
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -50,6 +49,20 @@ from evals.dedup_corpus import (
 )
 
 RAW = Normalization(nfkc=False, case=False, whitespace=False)
+SECTION_SECONDS: dict[str, float] = {}
+
+
+def section(name: str):
+    """Decorator: add the wall time of each call to SECTION_SECONDS[name]."""
+    def wrap(fn):
+        def inner(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                SECTION_SECONDS[name] = SECTION_SECONDS.get(name, 0.0) + time.perf_counter() - t
+        return inner
+    return wrap
 
 
 # ---------------------------------------------------------------- helpers
@@ -107,6 +120,7 @@ def char_shingles(text: str, n: int = 5) -> list[str]:
 # ---------------------------------------------------------------- corpora
 
 
+@section('originals')
 def originals(sources: dict[str, list[str]], n: int, rng: random.Random) -> list[str]:
     """Texts from every source but toolformer (its own benchmark), natural near-duplicates removed."""
     pool = [t for name, texts in sources.items() if name != "toolformer" for t in texts if t.strip()]
@@ -131,10 +145,11 @@ def gold_removed(truth: np.ndarray) -> set[int]:
 # ---------------------------------------------------------------- benchmarks
 
 
+@section('bench_throughput')
 def bench_throughput(texts: list[str], repeats: int) -> dict[str, Any]:
     """Raw text to 128-permutation signatures of character 5-grams, docs/s."""
-    from datasketch import MinHash
     import rensa
+    from datasketch import MinHash
 
     ds_texts = texts[: max(200, len(texts) // 4)]  # datasketch is ~10x slower: a quarter suffices
 
@@ -214,6 +229,7 @@ def rensa_pairs(texts: list[str], threshold: float) -> set[tuple[int, int]]:
     return {(i, j) for i, j in pairs if mh[i].jaccard(mh[j]) >= threshold}
 
 
+@section('bench_quality')
 def bench_quality(texts: list[str], truth: np.ndarray, thresholds: list[float]) -> dict[str, Any]:
     """P/R/F1 of the removed set against the injected ground truth."""
     gold = gold_removed(truth)
@@ -223,7 +239,8 @@ def bench_quality(texts: list[str], truth: np.ndarray, thresholds: list[float]) 
     for t in thresholds:
         for label, sig, unit in (("ctxkit char 5-gram", sig_char, "char"), ("ctxkit word 5-gram", sig_word, "word")):
             for verify in ("exact", "estimate"):
-                wall, _, res = timed(lambda: minhash_dedup(texts, t, sig=sig, unit=unit, verify=verify))
+                wall, _, res = timed(lambda t=t, sig=sig, unit=unit, verify=verify: minhash_dedup(
+                    texts, t, sig=sig, unit=unit, verify=verify))
                 rows.append({"method": f"{label}, {verify} verify", "threshold": t,
                              **prf(set(res.removed.tolist()), gold), "seconds": round(wall, 3)})
         removed, _, _, wall = datasketch_dedup(texts, t)
@@ -236,6 +253,7 @@ def bench_quality(texts: list[str], truth: np.ndarray, thresholds: list[float]) 
             "rows": rows, "best_ctxkit": best}
 
 
+@section('bench_pair_f1')
 def bench_pair_f1(texts: list[str], thresholds: list[float]) -> dict[str, Any]:
     """Pair F1 against the exact Jaccard join (every pair with true Jaccard >= t)."""
     wall, _, joins = timed(lambda: exact_jaccard_join(texts, thresholds))
@@ -254,17 +272,35 @@ def bench_pair_f1(texts: list[str], thresholds: list[float]) -> dict[str, Any]:
     return {"docs": len(texts), "join_seconds": round(wall, 2), "rows": rows}
 
 
+@section('scale_corpus')
 def scale_corpus(n: int, sources: dict[str, list[str]], rng: random.Random) -> list[str]:
-    """About n documents: 2-5 random sentences each from the real texts, ~10% near-copies."""
-    sentences = [s.strip() for texts in sources.values() for t in texts[:3000]
-                 for s in t.replace("\n", ". ").split(". ") if len(s.strip()) > 20]
-    if len(sentences) < 100:
-        sentences = synthetic_texts(5000, rng)
-    base = [". ".join(rng.choices(sentences, k=rng.randint(2, 5))) for _ in range(int(n * 0.9))]
-    texts, _ = inject_near_duplicates(base, rng, dup_fraction=0.1 / 0.9 / 2, max_variants=3)
+    """About n documents for the LSH timing: 90% unrelated, 10% edited copies.
+
+    Unrelated documents draw words from the real texts' unigram distribution and lengths
+    from their length distribution, so character 5-gram overlaps between unrelated
+    documents look like those between real ones (mostly short common words).
+    """
+    from collections import Counter
+
+    per_source = max(200, min(5000, n // 10))
+    real = [t.split() for texts in sources.values() for t in texts[:per_source] if t.strip()]
+    if len(real) < 100:
+        real = [t.split() for t in synthetic_texts(2000, rng)]
+    freq = Counter(w for ws in real for w in ws)
+    vocab = np.array(sorted(freq), dtype=object)
+    counts = np.array([freq[w] for w in vocab], dtype=np.float64)
+    lengths = np.array([len(ws) for ws in real])
+    gen = np.random.default_rng(rng.randrange(2**32))
+    n_base = int(n / 1.1)
+    doc_len = np.clip(gen.choice(lengths, size=n_base), 5, 400)
+    words = vocab[gen.choice(len(vocab), size=int(doc_len.sum()), p=counts / counts.sum())]
+    cuts = np.cumsum(doc_len)[:-1]
+    base = [" ".join(ws) for ws in np.split(words, cuts)]
+    texts, _ = inject_near_duplicates(base, rng, dup_fraction=0.05, max_variants=3)
     return texts[:n]
 
 
+@section('bench_lsh_speed')
 def bench_lsh_speed(texts: list[str], threshold: float, repeats: int) -> dict[str, Any]:
     """Candidate generation + verification: ctxkit vs datasketch MinHashLSH insert + query."""
     from datasketch import MinHashLSH
@@ -305,19 +341,31 @@ def bench_lsh_speed(texts: list[str], threshold: float, repeats: int) -> dict[st
     return out
 
 
-def bench_semantic(texts: list[str], thresholds: list[float]) -> dict[str, Any]:
+class HashingEncoder:
+    """A stand-in encoder for --quick runs: character 3-gram counts, no model to load."""
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        from sklearn.feature_extraction.text import HashingVectorizer
+
+        vec = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 3), n_features=512, alternate_sign=False)
+        return vec.transform(texts).toarray().astype(np.float32)
+
+
+@section('bench_semantic')
+def bench_semantic(texts: list[str], thresholds: list[float], encoder: Any) -> dict[str, Any]:
     """Recall of the SemDeDup partition against exact all-pairs, on real embeddings."""
     from ctxkit.dedup.semantic import embed, pairs_exact, pairs_kmeans
 
-    ew, ec, emb = timed(lambda: embed(texts))
+    embed(texts[:8], encoder)  # load the model outside the timing
+    ew, _, emb = timed(lambda: embed(texts, encoder))
     rows = []
     for t in thresholds:
-        xw, _, (exact_pairs, _) = timed(lambda: pairs_exact(emb, t))
+        xw, _, (exact_pairs, _) = timed(lambda t=t: pairs_exact(emb, t))
         gold = {tuple(p) for p in exact_pairs.tolist()}
         rows.append({"method": "exact all-pairs (tiled)", "threshold": t, "pairs": len(gold), "recall": 1.0,
                      "seconds": round(xw, 3)})
         for n_assign in (1, 2):
-            kw, _, (kp, _) = timed(lambda: pairs_kmeans(emb, t, n_assign=n_assign, seed=1))
+            kw, _, (kp, _) = timed(lambda t=t, k=n_assign: pairs_kmeans(emb, t, n_assign=k, seed=1))
             found = {tuple(p) for p in kp.tolist()}
             rows.append({"method": f"k-means partition, {n_assign} cluster(s) per text", "threshold": t,
                          "pairs": len(found), "recall": round(len(found & gold) / max(1, len(gold)), 4),
@@ -326,17 +374,18 @@ def bench_semantic(texts: list[str], thresholds: list[float]) -> dict[str, Any]:
             "clusters": int(round(np.sqrt(len(texts)))), "rows": rows}
 
 
-def bench_toolformer(texts: list[str]) -> dict[str, Any]:
+@section('bench_toolformer')
+def bench_toolformer(texts: list[str], encoder: Any) -> dict[str, Any]:
     """How many items each method removes at thresholds 0.9 and 0.8."""
     from ctxkit.dedup import dedup
     from ctxkit.dedup.semantic import embed
 
-    emb = embed(texts)
+    emb = embed(texts, encoder)
     rows = [{"method": "exact", "threshold": None, "removed": exact_dedup(texts).n_removed}]
     for t in (0.9, 0.8):
         rows.append({"method": "minhash (char 5-gram Jaccard)", "threshold": t,
                      "removed": minhash_dedup(texts, t).n_removed})
-        rows.append({"method": "semantic (MiniLM cosine)", "threshold": t,
+        rows.append({"method": "semantic (embedding cosine)", "threshold": t,
                      "removed": dedup(texts, "semantic", t, embeddings=emb).n_removed})
         staged = dedup(texts, ["exact", "minhash", "semantic"], t, embeddings=None, encoder=_Cached(texts, emb))
         rows.append({"method": "exact -> minhash -> semantic", "threshold": t, "removed": staged.n_removed,
@@ -394,7 +443,7 @@ def markdown(res: dict[str, Any]) -> str:
                      f"{m['speedup_vs_datasketch_cpu']:.1f}x |")
     se = res["semantic"]
     lines += ["", f"## Semantic: SemDeDup partition vs exact all-pairs ({se['docs']} docs, "
-              f"{se['clusters']} clusters, MiniLM {se['embed_docs_per_s']:.0f} docs/s)", "",
+              f"{se['clusters']} clusters; encoder {res['encoder']}, {se['embed_docs_per_s']:.0f} docs/s)", "",
               "| method | cosine threshold | pairs | recall | seconds |", "|---|---:|---:|---:|---:|"]
     for r in se["rows"]:
         lines.append(f"| {r['method']} | {r['threshold']} | {r['pairs']} | {r['recall']:.3f} | {r['seconds']:.2f} |")
@@ -479,7 +528,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     root = data_dir()
     sources = load_sources(root)
     quick = args.quick
-    sizes = {"throughput": 600 if quick else 5000, "originals": 400 if quick else 6000,
+    sizes = {"throughput": 600 if quick else 5000, "originals": 300 if quick else 6000,
              "lsh": args.lsh_docs or (3000 if quick else 200_000), "semantic": 300 if quick else 5000,
              "toolformer": 300 if quick else None}
     res: dict[str, Any] = {"quick": quick, "machine": machine_info(), "data": str(root) if root else "generated",
@@ -487,16 +536,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     pool = [t for texts in sources.values() for t in texts if t.strip()]
     rng.shuffle(pool)
     t0 = time.perf_counter()
-    res["throughput"] = bench_throughput(pool[: sizes["throughput"]], repeats=2 if quick else 3)
+    res["throughput"] = bench_throughput(pool[: sizes["throughput"]], repeats=1 if quick else 3)
     orig = originals(sources, sizes["originals"], rng)
     texts, truth = inject_near_duplicates(orig, rng)
-    res["quality"] = bench_quality(texts, truth, [0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
+    res["quality"] = bench_quality(texts, truth, [0.5, 0.8] if quick else [0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
     res["pair_f1"] = bench_pair_f1(texts, [0.5, 0.7, 0.8])
     res["lsh_speed"] = bench_lsh_speed(scale_corpus(sizes["lsh"], sources, rng), 0.5, repeats=1 if quick else 2)
-    res["semantic"] = bench_semantic(texts[: sizes["semantic"]], [0.9, 0.8])
+    if quick:
+        encoder, res["encoder"] = HashingEncoder(), "character 3-gram hashing stand-in (quick run)"
+    else:
+        from ctxkit.dedup.semantic import default_encoder
+
+        encoder, res["encoder"] = default_encoder(), "all-MiniLM-L6-v2 (sentence-transformers, CPU)"
+    res["semantic"] = bench_semantic(texts[: sizes["semantic"]], [0.9, 0.8], encoder)
     tool = sources.get("toolformer") or synthetic_texts(2000, rng)
-    res["toolformer"] = bench_toolformer(tool[: sizes["toolformer"]] if sizes["toolformer"] else tool)
+    res["toolformer"] = bench_toolformer(tool[: sizes["toolformer"]] if sizes["toolformer"] else tool, encoder)
     res["total_seconds"] = round(time.perf_counter() - t0, 1)
+    res["section_seconds"] = {k: round(v, 1) for k, v in SECTION_SECONDS.items()}
     args.out.mkdir(parents=True, exist_ok=True)
     from ctxkit.records import atomic_write, write_json
 

@@ -389,7 +389,7 @@ def candidate_pairs(keys: np.ndarray, skip: np.ndarray | None = None, max_bucket
     return np.stack([code // n, code % n], axis=1)
 
 
-def estimate_jaccard(sig: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+def estimate_jaccard(sig: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 13) -> np.ndarray:
     """Estimated Jaccard of each pair: the fraction of equal signature entries.
 
     Example:
@@ -401,7 +401,8 @@ def estimate_jaccard(sig: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 16) -
     out = np.empty(len(pairs), dtype=np.float64)
     for s in range(0, len(pairs), chunk):
         p = pairs[s:s + chunk]
-        out[s:s + chunk] = (sig[p[:, 0]] == sig[p[:, 1]]).mean(axis=1)
+        out[s:s + chunk] = np.count_nonzero(sig[p[:, 0]] == sig[p[:, 1]], axis=1)
+    out /= sig.shape[1]
     return out
 
 
