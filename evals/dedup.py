@@ -371,7 +371,7 @@ def bench_semantic(texts: list[str], thresholds: list[float], encoder: Any) -> d
                          "pairs": len(found), "recall": round(len(found & gold) / max(1, len(gold)), 4),
                          "false_pairs": len(found - gold), "seconds": round(kw, 3)})
     return {"docs": len(texts), "embed_seconds": round(ew, 2), "embed_docs_per_s": round(len(texts) / ew, 1),
-            "clusters": int(round(np.sqrt(len(texts)))), "rows": rows}
+            "clusters": round(float(np.sqrt(len(texts)))), "rows": rows}
 
 
 @section('bench_toolformer')
@@ -409,20 +409,21 @@ class _Cached:
 
 def markdown(res: dict[str, Any]) -> str:
     lines = [f"# Dedup benchmark{' (quick)' if res['quick'] else ''}", "",
-             f"Command: `{res['command']}`  ", f"Machine: {res['machine']['cpu']}, {res['machine']['cores']} cores; "
-             f"numpy {res['machine']['numpy']}, torch {res['machine']['torch']}, datasketch "
-             f"{res['machine']['datasketch']}, rensa {res['machine']['rensa']}. Data: {res['data']}.", ""]
+             f"Command: `{res['command']}`  ",
+             (f"Machine: {res['machine']['cpu']}, {res['machine']['cores']} cores; "
+              f"numpy {res['machine']['numpy']}, torch {res['machine']['torch']}, datasketch "
+              f"{res['machine']['datasketch']}, rensa {res['machine']['rensa']}. Data: {res['data']}."), ""]
     tp = res["throughput"]
-    lines += [f"## MinHash signatures: raw text to 128 permutations, character 5-grams "
-              f"({tp['docs']} docs, {tp['mean_chars']} chars on average)", "",
+    lines += [(f"## MinHash signatures: raw text to 128 permutations, character 5-grams "
+               f"({tp['docs']} docs, {tp['mean_chars']} chars on average)"), "",
               "| method | docs/s (wall) | docs/s (CPU) | ctxkit speedup (wall) | ctxkit speedup (CPU) |",
               "|---|---:|---:|---:|---:|"]
     for name, m in tp["methods"].items():
         lines.append(f"| {name} | {m['docs_per_s']:,.0f} | {m['docs_per_cpu_s']:,.0f} | "
                      f"{m['ctxkit_speedup_wall']:.2f}x | {m['ctxkit_speedup_cpu']:.2f}x |")
     q = res["quality"]
-    lines += ["", f"## Removed set vs injected ground truth ({q['docs']} docs, {q['gold_removed']} copies "
-              "with 5-15% word edits and case/space/punctuation noise)", "",
+    lines += ["", (f"## Removed set vs injected ground truth ({q['docs']} docs, {q['gold_removed']} copies "
+                   "with 5-15% word edits and case/space/punctuation noise)"), "",
               "| method | threshold | precision | recall | F1 |", "|---|---:|---:|---:|---:|"]
     for r in q["rows"]:
         if "estimate" in r["method"] and r["threshold"] not in (0.5, 0.8):
@@ -435,15 +436,15 @@ def markdown(res: dict[str, Any]) -> str:
         lines.append(f"| {r['method']} | {r['threshold']} | {r['gold']} | {r['predicted']} | {r['precision']:.3f} | "
                      f"{r['recall']:.3f} | {r['f1']:.3f} |")
     ls = res["lsh_speed"]
-    lines += ["", f"## LSH candidates + verification ({ls['docs']:,} docs, threshold {ls['threshold']}, "
-              f"{ls['bands']} bands x {ls['rows']} rows; signatures {ls['signature_docs_per_s']:,.0f} docs/s)", "",
+    lines += ["", (f"## LSH candidates + verification ({ls['docs']:,} docs, threshold {ls['threshold']}, "
+                   f"{ls['bands']} bands x {ls['rows']} rows; signatures {ls['signature_docs_per_s']:,.0f} docs/s)"), "",
               "| method | wall s | CPU s | speedup vs datasketch (wall) | (CPU) |", "|---|---:|---:|---:|---:|"]
     for name, m in ls["methods"].items():
         lines.append(f"| {name} | {m['wall_s']:.2f} | {m['cpu_s']:.2f} | {m['speedup_vs_datasketch_wall']:.1f}x | "
                      f"{m['speedup_vs_datasketch_cpu']:.1f}x |")
     se = res["semantic"]
-    lines += ["", f"## Semantic: SemDeDup partition vs exact all-pairs ({se['docs']} docs, "
-              f"{se['clusters']} clusters; encoder {res['encoder']}, {se['embed_docs_per_s']:.0f} docs/s)", "",
+    lines += ["", (f"## Semantic: SemDeDup partition vs exact all-pairs ({se['docs']} docs, "
+                   f"{se['clusters']} clusters; encoder {res['encoder']}, {se['embed_docs_per_s']:.0f} docs/s)"), "",
               "| method | cosine threshold | pairs | recall | seconds |", "|---|---:|---:|---:|---:|"]
     for r in se["rows"]:
         lines.append(f"| {r['method']} | {r['threshold']} | {r['pairs']} | {r['recall']:.3f} | {r['seconds']:.2f} |")
