@@ -145,6 +145,8 @@ def test_staged_chain_resolution():
 
 
 def test_dispatch_errors():
+    with pytest.raises(TypeError, match=r"texts\[1\] is NoneType"):
+        dedup(["a", None])
     with pytest.raises(ValueError, match="unknown dedup method"):
         dedup(["a"], "fuzzy")
     with pytest.raises(TypeError, match="not accepted"):

@@ -28,7 +28,7 @@ from ctxkit.dedup.minhash import (
     to_datasketch,
     verify_pairs,
 )
-from ctxkit.dedup.normalize import normalize_texts
+from ctxkit.dedup.normalize import Normalization, normalize_texts
 from ctxkit.dedup.shingle import shingle_hash, shingle_hashes, shingles
 from ctxkit.dedup.unionfind import UnionFind, connected_components, representatives
 
@@ -75,13 +75,14 @@ def test_permutations_are_datasketchs():
 
 
 def test_datasketch_lsh_loads_ctxkit_signatures():
-    texts = ["the cat sat on the mat today", "The cat sat on the mat today!", "dogs bark at night", ""]
-    sig = signatures(texts, num_perm=128, seed=1, hashfunc="sha1")
+    texts = ["the cat sat on the mat today", "the cat sat on the mat today!", "dogs bark at night", ""]
+    raw = Normalization(nfkc=False, case=False, whitespace=False)
+    sig = signatures(texts, num_perm=128, seed=1, hashfunc="sha1", normalization=raw)
     lean = to_datasketch(sig, seed=1)
     assert all(isinstance(m, LeanMinHash) for m in lean)
-    # An index built by datasketch itself from its own default MinHash objects...
+    # An index built by datasketch itself from its own default MinHash of raw shingles...
     lsh = MinHashLSH(threshold=0.5, num_perm=128)
-    for i, text in enumerate(normalize_texts(texts[:3])):
+    for i, text in enumerate(texts[:3]):
         m = MinHash(num_perm=128, seed=1)
         m.update_batch([s.encode() for s in shingles(text, 5)])
         lsh.insert(f"d{i}", m)

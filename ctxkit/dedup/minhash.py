@@ -14,6 +14,13 @@ datasketch signature of the same shingle hashes: :func:`to_datasketch` wraps row
 ``LeanMinHash`` objects for an existing ``MinHashLSH``, and with ``hashfunc="sha1"`` the
 rows equal datasketch's default ``MinHash`` of the UTF-8 shingles bit for bit.
 
+To query an index a datasketch user already has (built from ``MinHash()`` with the
+default SHA1 hash over raw character shingles), hash the same way and wrap the rows::
+
+    raw = Normalization(nfkc=False, case=False, whitespace=False)
+    sig = signatures(texts, hashfunc="sha1", normalization=raw)
+    hits = [existing_lsh.query(m) for m in to_datasketch(sig, seed=1)]
+
 The building blocks are plain functions on numpy arrays, so they run unchanged inside a
 Ray ``map_batches`` (and give identical results for the same seed):
 :func:`signatures` -> :func:`band_keys` -> :func:`candidate_pairs` -> :func:`verify_pairs`

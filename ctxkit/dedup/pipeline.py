@@ -97,6 +97,9 @@ def dedup(
     """
     names = _methods(method)
     n = len(texts)
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TypeError(f"texts[{bad}] is {type(texts[bad]).__name__}, not str")
     if scores is not None and len(scores) != n:
         raise ValueError(f"scores must have one value per text ({n}), got {len(scores)}")
     norm_keys = {"nfkc", "case", "whitespace", "punctuation"} & set(options)
