@@ -456,6 +456,12 @@ def markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _wrap(label: str, width: int = 22) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(label, width))
+
+
 def plot(res: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -466,7 +472,8 @@ def plot(res: dict[str, Any], path: Path) -> None:
     ax = axes[0, 0]
     names = list(res["throughput"]["methods"])
     vals = [res["throughput"]["methods"][n]["docs_per_cpu_s"] for n in names]
-    ax.barh(names, vals, color=["tab:blue", "tab:cyan", "tab:orange", "tab:red", "tab:gray"][: len(names)])
+    ax.barh([_wrap(n) for n in names], vals,
+            color=["tab:blue", "tab:cyan", "tab:orange", "tab:red", "tab:gray"][: len(names)])
     ax.set_xscale("log")
     ax.set_xlabel("documents per CPU second (log scale)")
     ax.set_title("MinHash signatures, char 5-grams, 128 permutations")
@@ -494,15 +501,17 @@ def plot(res: dict[str, Any], path: Path) -> None:
         ax.bar(np.arange(len(ts)) + k * width, f1, width, label=m)
     ax.set_xticks(np.arange(len(ts)) + 0.4 - width / 2, [f"t = {t}" for t in ts])
     ax.set_ylabel("pair F1 vs exact Jaccard join")
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, 1.35)
+    ax.set_yticks(np.linspace(0, 1, 6))
     ax.axhline(0.95, color="k", lw=0.8, ls="--")
     ax.set_title("Pair F1 against all pairs with true Jaccard >= t")
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper center", ncol=2)
 
     ax = axes[1, 1]
     ls = res["lsh_speed"]
     names = list(ls["methods"])
-    ax.barh(names, [ls["methods"][n]["cpu_s"] for n in names], color=["tab:blue", "tab:cyan", "tab:gray"])
+    ax.barh([_wrap(n) for n in names], [ls["methods"][n]["cpu_s"] for n in names],
+            color=["tab:blue", "tab:cyan", "tab:gray"])
     ax.set_xlabel("CPU seconds (lower is better)")
     ax.set_title(f"LSH candidates + verification, {ls['docs']:,} docs")
     for y, n in enumerate(names):
