@@ -8,8 +8,13 @@ over the patterns found so far with HiGHS, then price a new pattern with a bound
 the dual values; stop when no pattern has reduced cost below zero. The LP value is a lower bound
 that is usually within one window of the optimum (the "integer round-up property").
 
-An integer plan comes from rounding: every pattern is used ``floor(x)`` times, and the few items
-left over are placed by best-fit decreasing into the free space of those windows and new ones.
+Before any LP, a sequential exact fill (the fullest window the remaining lengths allow, by a
+vectorised subset-sum, used as often as the counts permit; cf. the Minimum Bin Slack heuristic)
+usually reaches ``ceil(total / capacity)`` when items are small against the window, and then
+nothing else runs. Otherwise its windows seed the LP, and an integer plan comes from rounding:
+every pattern is used ``floor(x)`` times (plus whole patterns that still fit), and the items
+left over go to another round of column generation, to the exact fill, or to best-fit
+decreasing in the free space of those windows; the best of these wins.
 Cost depends on the number of distinct lengths and on the capacity, not on the number of
 items: a million lengths cost the same LP as ten thousand with the same histogram.
 

@@ -12,8 +12,8 @@ Strategies
     ``r // length`` of them (after the first it is still the best fit), windows are visited in
     increasing free space, and new windows are opened for what is left. This gives the same
     windows as item-by-item BFD (up to ties between windows with equal free space, which do not
-    change the count), in ``O(distinct lengths x capacity / 64)`` numpy steps plus one step per
-    free-space level consumed, instead of one Python step per item.
+    change the count), in ``O(distinct lengths x log capacity)`` numpy calls plus one Python
+    step per free-space level emptied, instead of one Python step per item.
 ``ffd``
     First-fit decreasing, exact, with the same per-length batching over windows kept in blocks
     that remember their largest free space (blocks that cannot take a length are skipped).
@@ -24,10 +24,13 @@ Strategies
     Concatenate every input in order and cut every ``capacity`` tokens, as pretraining does.
     Windows are full (except the last) and inputs are cut across windows: see ``pieces``.
 ``optimal``
-    Cutting stock on the length histogram (Gilmore-Gomory column generation with HiGHS, rounding
-    and repair; see :mod:`ctxkit.pack.optimal`). It starts from the BFD plan and returns the
-    better of the two, so it is never worse than ``bfd``; when BFD already reaches the lower
-    bound, it is provably optimal and returned at once.
+    Cutting stock on the length histogram (:mod:`ctxkit.pack.optimal`): a sequential exact
+    fill (the fullest window the remaining lengths allow, repeated as often as the counts
+    permit), then, unless that already reaches ``ceil(total / capacity)``, Gilmore-Gomory
+    column generation with HiGHS seeded by it, several roundings and BFD repair of leftovers.
+    It starts from the BFD plan and returns the best plan found, so it is never worse than
+    ``bfd``; its cost depends on the number of distinct lengths and the capacity, not on the
+    number of inputs.
 
 Global packing, and TRL's block loss
 ------------------------------------
@@ -44,8 +47,8 @@ Overflow (inputs longer than ``capacity``)
 ------------------------------------------
 ``error`` raises naming the first such input; ``split`` cuts it into ``capacity``-sized pieces
 (the last one shorter) that are packed as separate items (``wrapped`` cuts every input across
-windows by design, so there ``error`` and ``split`` both let long inputs span windows); ``truncate`` keeps the first ``capacity`` tokens; ``drop`` leaves it out. Split,
-truncated and dropped inputs are listed on the plan; zero-length inputs are never placed and
+windows by design, so there ``error`` and ``split`` both let long inputs span windows);
+``truncate`` keeps the first ``capacity`` tokens; ``drop`` leaves it out. Split, truncated and dropped inputs are listed on the plan; zero-length inputs are never placed and
 are listed in ``empty``. So every input token is either placed exactly once or reported.
 """
 
