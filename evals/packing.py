@@ -200,6 +200,11 @@ def _fmt_s(x) -> str:
     return "" if x is None else (f"{x:.3f}" if x < 10 else f"{x:.1f}")
 
 
+def _util(rows: list[dict], buffer: str, capacity: int) -> float:
+    return next(r["utilization"] for r in rows
+                if str(r["buffer"]) == buffer and r["capacity"] == capacity)
+
+
 def markdown(res: dict) -> str:
     parts = ["# Packing benchmark\n"]
     ds = res["datasets"]
@@ -221,7 +226,7 @@ def markdown(res: dict) -> str:
     table = []
     for m in all_methods:
         table.append([m] + [
-            f"{np.mean([r['utilization'] for r in ds if r['method'] == m and r['capacity'] == c]):.2%}"
+            f"{np.mean([r['utilization'] for r in ds if r['method'] == m and r['capacity'] == c]):.2%}"  # noqa: E501
             for c in caps
         ])
     parts.append(md_table(["method", *[str(c) for c in caps]], table))
@@ -243,7 +248,7 @@ def markdown(res: dict) -> str:
     table = []
     for b in buffers:
         table.append([b] + [
-            f"{next(r['utilization'] for r in onl if str(r['buffer']) == b and r['capacity'] == c):.2%}"
+            f"{_util(onl, b, c):.2%}"
             for c in caps
         ])
     parts.append(md_table(["buffer (items)", *[str(c) for c in caps]], table))
@@ -328,7 +333,9 @@ def plot(res: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evals.packing", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m evals.packing", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--quick", action="store_true", help="a few seconds: small subsets")
     parser.add_argument("--out", default="evals/results", help="output directory")
     parser.add_argument("--no-trl", action="store_true", help="skip TRL even when installed")

@@ -48,8 +48,9 @@ Overflow (inputs longer than ``capacity``)
 ``error`` raises naming the first such input; ``split`` cuts it into ``capacity``-sized pieces
 (the last one shorter) that are packed as separate items (``wrapped`` cuts every input across
 windows by design, so there ``error`` and ``split`` both let long inputs span windows);
-``truncate`` keeps the first ``capacity`` tokens; ``drop`` leaves it out. Split, truncated and dropped inputs are listed on the plan; zero-length inputs are never placed and
-are listed in ``empty``. So every input token is either placed exactly once or reported.
+``truncate`` keeps the first ``capacity`` tokens; ``drop`` leaves it out. Split, truncated and
+dropped inputs are listed on the plan; zero-length inputs are never placed and are listed in
+``empty``. So every input token is either placed exactly once or reported.
 """
 
 from __future__ import annotations
@@ -60,7 +61,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["OVERFLOW_POLICIES", "STRATEGIES", "BinList", "PackPlan", "PieceList", "assign_bins", "pack_lengths"]
+__all__ = [
+    "OVERFLOW_POLICIES",
+    "STRATEGIES",
+    "BinList",
+    "PackPlan",
+    "PieceList",
+    "assign_bins",
+    "pack_lengths",
+]
 
 STRATEGIES = ("bfd", "ffd", "wrapped", "greedy", "optimal")
 OVERFLOW_POLICIES = ("error", "split", "truncate", "drop")
