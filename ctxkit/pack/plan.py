@@ -55,6 +55,7 @@ dropped inputs are listed on the plan; zero-length inputs are never placed and a
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -163,6 +164,9 @@ class PackPlan:
     is cut (``overflow="split"`` or ``strategy="wrapped"``) it may occupy several windows and
     ``pieces`` then lists, per window, the ``(index, start, stop)`` token ranges it holds
     (``None`` when every input is placed whole or truncated; use :meth:`segments` either way).
+    ``split`` lists the inputs that were cut: by ``overflow="split"``, or, for ``wrapped``, every
+    input that spans more than one window. ``total_tokens`` counts placed tokens only (after
+    truncation, without dropped inputs).
 
     Example:
         >>> plan = pack_lengths([3, 5, 2, 6], capacity=8)
@@ -274,21 +278,36 @@ def _bfd(
     uniq = np.flatnonzero(counts)
     counts = counts[uniq]
     n_level = np.zeros(capacity + 1, np.int64)  # open windows per amount of free space
-    members: list[list[np.ndarray]] = [[] for _ in range(capacity + 1)]  # their ids, in chunks
+    members: dict[int, list[np.ndarray]] = {}  # their ids, in chunks (sparse: long windows)
+    # Sorted free-space levels that may hold windows (entries whose count dropped to 0 stay
+    # until the next compaction), so finding the levels >= s never scans empty levels: this
+    # keeps long windows (128k, 1M tokens) as fast as short ones.
+    occ: list[int] = []
+    pending: list[int] = []  # levels that became occupied since the last merge
     bin_of = np.empty(sizes.size, np.int64)
     pos = n_bins = 0
 
     def take_level(r: int) -> np.ndarray:
-        chunks = members[r]
+        chunks = members.pop(r)
         ids = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
-        members[r] = []
         n_level[r] = 0
         return ids
 
     def put(r: int, ids: np.ndarray) -> None:
         if r > 0 and ids.size:
-            members[r].append(ids)
+            if not n_level[r]:
+                pending.append(r)
+            members.setdefault(r, []).append(ids)
             n_level[r] += ids.size
+
+    def merge(occ: list[int]) -> list[int]:
+        if len(occ) > 64 and len(occ) > 2 * len(members):
+            return sorted(members)  # drop stale entries (members holds the occupied levels)
+        for r in pending:
+            i = bisect.bisect_left(occ, r)
+            if i == len(occ) or occ[i] != r:
+                occ.insert(i, r)
+        return occ
 
     if open_free is not None and open_free.size:
         n_bins = open_free.size
@@ -299,15 +318,18 @@ def _bfd(
             put(int(open_free[group[0]]), group)
 
     for s, k in zip(uniq[::-1].tolist(), counts[::-1].tolist()):
+        if pending:
+            occ = merge(occ)
+            pending.clear()
         left = k
         parts: list[np.ndarray] = []
-        lo, width = s, 64
+        at, width = bisect.bisect_left(occ, s), 16
         # Visit free-space levels >= s in increasing order; every window there takes r // s.
-        while left and lo <= capacity:
-            hi = min(capacity + 1, lo + width)
+        while left and at < len(occ):
+            levels = np.array(occ[at : at + width], np.int64)
+            at += width
             width *= 4
-            levels = lo + np.flatnonzero(n_level[lo:hi])
-            lo = hi
+            levels = levels[n_level[levels] > 0]
             if not levels.size:
                 continue
             per = levels // s
