@@ -6,8 +6,9 @@ On the shared instruction datasets (Alpaca-formatted text plus one EOS, tokenize
 cl100k_base) at 512 / 2048 / 8192 tokens, and on 1,000,000 lengths resampled from them, it
 measures windows, utilization and time for every ctxkit strategy, naive padding (one sequence
 per row), length-grouped padded batches, and TRL's ``pack_dataset`` bfd and wrapped (when TRL
-is installed). It also shows what packing in blocks of 1,000 examples (TRL's ``map`` batches)
-costs against ctxkit's global plan, and the online packer's utilization against buffer size.
+is installed; not in ``--quick``). It also shows what packing in blocks of 1,000 examples
+(TRL's ``map`` batches) costs against ctxkit's global plan, and the online packer's
+utilization against buffer size.
 Inputs longer than a window are truncated in every method, as TRL's bfd does.
 
 Writes ``packing.json``, ``packing.md`` and ``packing.png`` to ``--out`` (evals/results).
@@ -341,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-trl", action="store_true", help="skip TRL even when installed")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    use_trl = trl_available() and not args.no_trl
+    # --quick skips TRL: importing it (transformers) alone takes longer than the smoke run
+    use_trl = not args.quick and not args.no_trl and trl_available()
     capacities = (512, 2048) if args.quick else CAPACITIES
     start = time.perf_counter()
     data = load_lengths(args.quick)
@@ -354,8 +356,7 @@ def main(argv: list[str] | None = None) -> int:
                  for k, v in data.items()},
         "datasets": dataset_rows(data, capacities, use_trl),
         # TRL at 1M takes 30-45 s per run: only in the full run, once per capacity
-        "million": million_rows(data, 20_000 if args.quick else 1_000_000, capacities,
-                                use_trl and not args.quick),
+        "million": million_rows(data, 20_000 if args.quick else 1_000_000, capacities, use_trl),
         "online": online_rows(data, capacities,
                               (10, 100, 1000) if args.quick else (10, 100, 1000, 10000)),
     }
