@@ -431,7 +431,8 @@ def assign_bins(sizes, capacity: int, strategy: str = "bfd") -> tuple[np.ndarray
     """Low-level: assign items of ``sizes`` (each in ``1..capacity``) to windows.
 
     Returns ``(order, bin_of)``: item ids in placement order and the window of each of them.
-    Used by the online packer; most callers want :func:`pack_lengths`.
+    The engine under :func:`pack_lengths`, which most callers want (it adds overflow handling,
+    empty inputs, shuffling and the plan object).
 
     Example:
         >>> order, bin_of = assign_bins(np.array([3, 5, 2, 6]), 8)
