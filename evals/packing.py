@@ -17,6 +17,7 @@ Writes ``packing.json``, ``packing.md`` and ``packing.png`` to ``--out`` (evals/
 from __future__ import annotations
 
 import argparse
+import bisect
 import os
 import sys
 import time
@@ -93,6 +94,22 @@ def trl_pack(lengths: np.ndarray, capacity: int, strategy: str) -> tuple[int, fl
     return len(packed), seconds
 
 
+def reference_bfd_windows(lengths: np.ndarray, capacity: int) -> int:
+    """Plain item-by-item best-fit decreasing over a sorted list of free spaces: the check that
+    the count-based BFD opens exactly as many windows."""
+    free: list[int] = []
+    windows = 0
+    for size in sorted(lengths.tolist(), reverse=True):
+        at = bisect.bisect_left(free, size)
+        if at < len(free):
+            room = free.pop(at)
+        else:
+            room, windows = capacity, windows + 1
+        if room > size:
+            bisect.insort(free, room - size)
+    return windows
+
+
 def timed(fn, *args, **kwargs):
     start = time.perf_counter()
     out = fn(*args, **kwargs)
@@ -159,6 +176,8 @@ def million_rows(
             pack_lengths(lengths[:1000], cap, strategy, overflow="truncate")  # warm up imports
             plan, sec = timed(pack_lengths, lengths, cap, strategy, overflow="truncate")
             out.append((f"ctxkit {strategy}", plan.n_bins, sec))
+        windows, sec = timed(reference_bfd_windows, clipped, cap)
+        out.append(("reference BFD (item by item)", windows, sec))
         if use_trl:
             windows, sec = trl_pack(lengths, cap, "bfd")
             out.append(("TRL bfd", windows, sec))
