@@ -235,8 +235,7 @@ def _inputs(text_or_chunks: str | Sequence[str], granularity: str
         else:
             pieces = split_units(chunk, "chunk" if granularity == "chunk" else "sentence")
         if pieces:
-            body, sep = pieces[-1]
-            pieces[-1] = (body.rstrip(), "\n\n" if ci < len(chunks) - 1 else "")
+            pieces[-1] = (pieces[-1][0].rstrip(), "\n\n" if ci < len(chunks) - 1 else "")
         units.extend(pieces)
         owner.extend([ci] * len(pieces))
     return units, owner
