@@ -324,11 +324,21 @@ class EmbeddingScorer(IdfScorer):
             raise ValueError(f"weight must be in [0, 1], got {weight}")
         super().__init__(table=table)
         self.weight = weight
+        self._cache: dict[str, np.ndarray] = {}
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        # relevance and similarity of one compression embed the same units: encode them once
+        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing:
+            if len(self._cache) + len(missing) > 50_000:
+                self._cache.clear()
+            self._cache.update(zip(missing, embed(missing)))
+        return np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, 384))
 
     def relevance(self, units: Sequence[str], query: str) -> np.ndarray:
         if not units:
             return np.zeros(0)
-        vecs = embed(list(units) + [query])
+        vecs = self._embed(list(units) + [query])
         cos = np.clip(vecs[:-1] @ vecs[-1], 0.0, 1.0)
         lex = bm25(units, query)
         top = lex.max()
@@ -338,7 +348,7 @@ class EmbeddingScorer(IdfScorer):
     def similarity(self, units: Sequence[str]) -> np.ndarray:
         if not units:
             return np.zeros((0, 0))
-        vecs = embed(units)
+        vecs = self._embed(list(units))
         return np.clip(vecs @ vecs.T, 0.0, 1.0)
 
 
