@@ -260,8 +260,9 @@ def _forced_mask(units: list[tuple[str, str]], force_keep: Sequence[str]) -> np.
     return mask
 
 
-def _scores(texts: list[str], tokens: np.ndarray, scorer: Scorer, query: str | None,
-            query_weight: float) -> tuple[np.ndarray, list[np.ndarray]]:
+def unit_scores(texts: Sequence[str], tokens: np.ndarray, scorer: Scorer, query: str | None,
+                query_weight: float = 0.7) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Utility per token of each unit (module docstring formula) and its per-atom bits."""
     bits = scorer.information(texts)
     info = np.array([b.sum() for b in bits]) / np.maximum(tokens, 1)
     info = info / info.max() if info.size and info.max() > 0 else info
@@ -410,7 +411,7 @@ def compress(
             f"budget {budget} is too small for the force_keep parts: the units holding them "
             f"need {forced_tokens} tokens (use a finer granularity or a larger budget)")
 
-    scores, bits = _scores(texts, tokens, sc, query, query_weight)
+    scores, bits = unit_scores(texts, tokens, sc, query, query_weight)
     reason: dict[int, str] = {}
     dup = near_duplicates(texts, dedup_threshold) if len(texts) > 1 else [-1] * len(texts)
     alive = np.ones(len(texts), dtype=bool)
