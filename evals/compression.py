@@ -414,9 +414,11 @@ def plot(report: dict[str, Any], path: Path) -> None:
     needle = report["needle"]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     xs = [r for r in RATIOS][::-1]
+    markers = iter("osD^v<>p")
     for m, row in needle["retention"].items():
-        style = "-o" if m.startswith("ctxkit") else "--s"
-        ax.plot(xs, [100 * row[_rname(r)] for r in xs], style, label=m)
+        style = "-" if m.startswith("ctxkit") else "--"
+        ax.plot(xs, [100 * row[_rname(r)] for r in xs], style, marker=next(markers), label=m,
+                alpha=0.9)
     ax.set_xscale("log", base=2)
     ax.set_xticks(xs, [_rname(r) for r in xs])
     ax.set_ylim(-3, 103)
@@ -425,14 +427,22 @@ def plot(report: dict[str, Any], path: Path) -> None:
     ax.set_title(f"Needle retention, {needle['n_histories']} chat histories")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    ev = report["evidence"]["gsm8k"]["gold_retention"]
-    names = list(ev)
-    ax2.bar(range(len(names)), [100 * ev[n] for n in names],
-            color=["tab:blue" if n.startswith("ctxkit") else "tab:gray" for n in names])
-    ax2.set_xticks(range(len(names)), names, rotation=20, fontsize=8)
-    ax2.set_ylim(0, 105)
-    ax2.set_ylabel("gold chunk retained (% of cases)")
-    ax2.set_title("Evidence retention at 4x (GSM8K chunks)")
+    ev = report["evidence"]
+    groups = [("GSM8K gold chunk", ev["gsm8k"]["gold_retention"]),
+              ("GSM8K answer line", ev["gsm8k"]["answer_retention"]),
+              ("Code Alpaca gold chunk", ev["codealpaca"]["gold_retention"])]
+    names = list(groups[0][1])
+    width = 0.8 / len(names)
+    for k, name in enumerate(names):
+        vals = [100 * g[1][name] for g in groups]
+        bars = ax2.bar([i + k * width for i in range(len(groups))], vals, width, label=name)
+        ax2.bar_label(bars, fmt="%.0f", fontsize=7)
+    ax2.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(groups))],
+                   [g[0] for g in groups], fontsize=8)
+    ax2.set_ylim(0, 110)
+    ax2.set_ylabel("retained (% of cases)")
+    ax2.set_title(f"Evidence retention at 4x ({ev['gsm8k']['chunks_per_case']} chunks per case)")
+    ax2.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

