@@ -47,7 +47,8 @@ __all__ = ["GRANULARITIES", "CompressResult", "Unit", "compress", "split_units"]
 
 GRANULARITIES = ("sentence", "token", "chunk")
 FILLER = frozenset(
-    ["um", "uh", "erm", "hmm", "basically", "actually", "literally", "really", "very", "just", "quite", "simply", "honestly", "anyway", "well", "so", "okay", "ok", "like", "totally", "definitely"]
+    "um uh erm hmm basically actually literally really very just quite simply honestly "
+    "anyway well so okay ok like totally definitely".split()
 )
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _PARA = re.compile(r"[ \t]*\n[ \t]*\n\s*")

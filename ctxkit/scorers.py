@@ -315,7 +315,8 @@ class EmbeddingScorer(IdfScorer):
 
     Example:
         >>> s = EmbeddingScorer()
-        >>> r = s.relevance(["Paris is in France.", "Cats purr."], "Where is Paris?")  # doctest: +SKIP
+        >>> units = ["Paris is in France.", "Cats purr."]
+        >>> r = s.relevance(units, "Where is Paris?")  # doctest: +SKIP
         >>> bool(r[0] > r[1])  # doctest: +SKIP
         True
     """

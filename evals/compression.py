@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import re
 import time
@@ -39,25 +38,22 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from ctxkit.chat import compress_chat, count_chat_tokens  # noqa: E402
 from ctxkit.prune import compress  # noqa: E402
-from ctxkit.records import atomic_write, write_json  # noqa: E402
 from ctxkit.scorers import get_scorer  # noqa: E402
 from ctxkit.tokenize import get_tokenizer  # noqa: E402
+from evals._common import data_dir, save_figure, write_results  # noqa: E402
 
 RATIOS = (1 / 2, 1 / 4, 1 / 8)
 SYSTEM = "You are a helpful assistant. Answer concisely and accurately."
-
-
-def data_dir() -> Path:
-    env = os.environ.get("CTXKIT_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 # ---------------------------------------------------------------------------------------------
 # chat material
 
 
-def load_exchanges(root: Path, max_chars: int = 1500) -> list[tuple[str, str]]:
+def load_exchanges(root: Path | None, max_chars: int = 1500) -> list[tuple[str, str]]:
     """(user, assistant) pairs from the real conversations; [] when the data is absent."""
+    if root is None:
+        return []
     chat = root / "chat"
     pairs: list[tuple[str, str]] = []
     if (chat / "sharegpt_examples.json").exists():
@@ -265,7 +261,9 @@ def _rname(r: float) -> str:
 # evidence retention for retrieved chunks
 
 
-def load_items(root: Path, source: str, n: int, rng: random.Random) -> list[dict[str, str]]:
+def load_items(root: Path | None, source: str, n: int, rng: random.Random
+               ) -> list[dict[str, str]]:
+    root = root if root is not None else Path("/nonexistent")
     if source == "gsm8k" and (root / "gsm8k" / "train.jsonl").exists():
         rows = [json.loads(line) for line in
                 (root / "gsm8k" / "train.jsonl").read_text().splitlines()[:3000]]
@@ -286,7 +284,7 @@ def load_items(root: Path, source: str, n: int, rng: random.Random) -> list[dict
     return out
 
 
-def evidence_eval(root: Path, n_cases: int, n_chunks: int, scorers: list[str], seed: int = 0
+def evidence_eval(root: Path | None, n_cases: int, n_chunks: int, scorers: list[str], seed: int = 0
                   ) -> dict[str, Any]:
     tok = get_tokenizer("cl100k_base")
     out: dict[str, Any] = {}
@@ -349,27 +347,6 @@ def _fill_chunks(chunks: list[str], budget: int, tok) -> str:
 # report
 
 
-def machine_info() -> dict[str, Any]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    versions = {}
-    for pkg in ("numpy", "torch", "tiktoken", "sentence-transformers", "wordfreq"):
-        try:
-            versions[pkg] = version(pkg)
-        except PackageNotFoundError:
-            versions[pkg] = None
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            **versions}
-
-
 def markdown(report: dict[str, Any]) -> str:
     needle = report["needle"]
     lines = [f"# Compression benchmark{' (quick)' if report['quick'] else ''}", "",
@@ -399,9 +376,7 @@ def markdown(report: dict[str, Any]) -> str:
     for s, v in needle["latency_ms_per_1k_tokens"].items():
         chunk = report["evidence"]["gsm8k"]["latency_ms_per_1k_tokens"].get(s)
         lines.append(f"| {s} | {v:.1f} | {chunk:.1f} |")
-    m = report["machine"]
-    lines += ["", f"Machine: {m['cpu']}, {m['cores']} cores; numpy {m['numpy']}, "
-              f"torch {m['torch']}. Command: `{report['command']}`.", ""]
+    lines += ["", f"Command: `{report['command']}`; {report['seconds']:.0f} s.", ""]
     return "\n".join(lines)
 
 
@@ -444,7 +419,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     ax2.set_title(f"Evidence retention at 4x ({ev['gsm8k']['chunks_per_case']} chunks per case)")
     ax2.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -469,17 +444,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "quick": args.quick,
         "real_data": real,
         "command": "python -m evals.compression" + (" --quick" if args.quick else "")
-        + (f" --scorers {args.scorers}" if args.scorers != "idf,embedding" else ""),
-        "machine": machine_info(),
+        + (f" --scorers {args.scorers}" if args.scorers != "idf,embedding" else "")
+        + (f" --histories {args.histories}" if args.histories else ""),
         "needle": needle_eval(pool, n_hist, scorers, args.seed),
         "evidence": evidence_eval(root, 3 if args.quick else 40, 12, scorers, args.seed),
     }
     report["seconds"] = round(time.time() - t0, 1)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "compression.json", report)
-    with atomic_write(out / "compression.md") as fh:
-        fh.write(markdown(report))
+    out = write_results(args.out, "compression", report, markdown(report))
     plot(report, out / "compression.png")
     print(markdown(report))
     return report

@@ -10,8 +10,8 @@ from ctxkit.tokenize import get_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TOK = get_tokenizer("cl100k_base")
-SCORER = IdfScorer(table={w: 1.0 for w in ["the", "a", "of", "and", "is", "to", "in", "it", "was", "for", "on", "my", "what"]},
-                   default=12.0)
+STOPWORDS = "the a of and is to in it was for on my what".split()
+SCORER = IdfScorer(table=dict.fromkeys(STOPWORDS, 1.0), default=12.0)
 
 LONG = ("The history of the region is long. Farmers grew barley and wheat for centuries. "
         "Trade routes crossed the valley. A castle was built on the northern ridge. ") * 6

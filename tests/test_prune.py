@@ -13,9 +13,8 @@ from ctxkit.tokenize import get_tokenizer
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TOK = get_tokenizer("cl100k_base")
 # a fixed table keeps these tests independent of wordfreq's data and fast
-SCORER = IdfScorer(table={w: float(len(w)) for w in
-                          ["the", "a", "of", "and", "is", "to", "in", "it", "was", "for", "on", "that", "with", "as"]},
-                   default=12.0)
+STOPWORDS = "the a of and is to in it was for on that with as".split()
+SCORER = IdfScorer(table={w: float(len(w)) for w in STOPWORDS}, default=12.0)
 
 DOC = ("Project Falcon started in 2019. The team met every Tuesday. Thanks for reading! "
        "The budget for Falcon is $1,250,000 and the lead is Dr. Ada Byte. "
