@@ -174,11 +174,13 @@ def test_lm_scorer_surprisal():
     s = get_scorer("lm")
     assert s.name == "lm" and isinstance(s, Scorer)
     texts = ["The capital of France is Paris.", "", "   ",
-             "The capital of France is Zanzibar-9.", "word " * 700]
+             "The capital of France is Zanzibar-9.", "The cat sat on the mat. " * 120]
     bits = s.information(texts)
     assert [len(b) for b in bits] == [len(atoms(t)) for t in texts]
     assert bits[0][-2] < bits[3][-2]  # "Paris" is less surprising than "Zanzibar-9"
-    assert np.all(bits[4] >= 0) and bits[4][-1] < 2  # repetition becomes predictable
+    # repetition becomes predictable, also across the window borders of a long text
+    rep = bits[4]
+    assert np.all(rep >= 0) and rep[-200:].mean() < rep[:7].mean() / 4
 
     # equal to a direct transformers computation on a short text
     model, tok = s._load()
