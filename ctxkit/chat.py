@@ -56,7 +56,7 @@ _TOOL_CALLERS = {"function_call"}  # ShareGPT's tool call turn
 _TOOL_RESULTS = {"tool", "function", "observation"}
 _FILLER = re.compile(
     r"^(?:(?:ok(?:ay)?|k|cool|great|nice|awesome|perfect|thanks?|thank\s+you|thx|ty|"
-    r"(?:so\s+)?much|a\s+lot|got\s+it|sure|yes|yep|yeah|no\s+problem|np|sounds\s+good|"
+    r"(?:so\s+)?much|a\s+lot|got\s+it|no\s+problem|np|sounds\s+good|"
     r"you'?re\s+welcome|welcome|understood|noted|alright|all\s+right|lol|haha|hi|hello|hey|"
     r"good|very|i\s+see|makes\s+sense|that\s+helps|appreciated?|it|you|much appreciated)"
     r"[\s!.,:;)(\-]*)+$",
@@ -296,8 +296,9 @@ def compress_chat(
     cands = [g for g, members in enumerate(groups)
              if keep[members].all() and not protected[members].any()]
     cand_text = [" ".join(texts[i] for i in groups[g]) for g in cands]
+    sc = get_scorer(scorer)  # one instance: model-backed scorers load and cache once
     scores, _ = unit_scores(cand_text, np.array([cost[groups[g]].sum() for g in cands]),
-                            get_scorer(scorer), query, query_weight)
+                            sc, query, query_weight)
     room = budget - floor - (0 if protected.any() else priming)  # priming once, if any kept
     new_text: dict[int, str] = {}
     for rank in np.argsort(-scores, kind="stable"):
@@ -312,7 +313,7 @@ def compress_chat(
         content_room = room - framing
         if shorten and len(members) == 1 and isinstance(messages[i].get(
                 "content", messages[i].get("value")), str) and content_room >= min_shortened:
-            short = compress(texts[i], content_room, query=query, tokenizer=tok, scorer=scorer)
+            short = compress(texts[i], content_room, query=query, tokenizer=tok, scorer=sc)
             if short.text.strip():
                 new_text[i] = short.text
                 after = framing + short.compressed_tokens
