@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from ctxkit.density import near_duplicates
-from ctxkit.prune import compress, unit_scores
+from ctxkit.prune import check_budget, compress, unit_scores
 from ctxkit.scorers import Scorer, get_scorer
 from ctxkit.tokenize import Tokenizer, resolve_tokenizer
 
@@ -221,10 +221,7 @@ def compress_chat(
     ``min_shortened``: a turn is shortened only when at least this many content tokens remain
     for it (a shorter stub rarely helps); otherwise it is dropped.
     """
-    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)):
-        raise TypeError(f"budget must be an int, got {type(budget).__name__}")
-    if budget <= 0:
-        raise ValueError(f"budget must be a positive number of tokens, got {budget}")
+    check_budget(budget)
     if keep_last < 0:
         raise ValueError(f"keep_last must be >= 0, got {keep_last}")
     fmt = _format(messages)

@@ -43,7 +43,15 @@ from ctxkit.density import near_duplicates
 from ctxkit.scorers import Scorer, atoms, get_scorer, is_protected
 from ctxkit.tokenize import Tokenizer, resolve_tokenizer
 
-__all__ = ["GRANULARITIES", "CompressResult", "Unit", "compress", "split_units"]
+__all__ = [
+    "GRANULARITIES",
+    "CompressResult",
+    "Unit",
+    "check_budget",
+    "compress",
+    "split_units",
+    "unit_scores",
+]
 
 GRANULARITIES = ("sentence", "token", "chunk")
 FILLER = frozenset(
@@ -202,12 +210,17 @@ def _render_atoms(text: str, spans: Sequence[tuple[int, int, str]], keep: np.nda
 # compression
 
 
-def _validate(budget: Any, granularity: str, reorder: str, token_drop: float,
-              query_weight: float, redundancy: float) -> None:
+def check_budget(budget: Any) -> None:
+    """A budget is a positive int (numpy ints too); anything else is a clear error."""
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)):
         raise TypeError(f"budget must be an int, got {type(budget).__name__}")
     if budget <= 0:
         raise ValueError(f"budget must be a positive number of tokens, got {budget}")
+
+
+def _validate(budget: Any, granularity: str, reorder: str, token_drop: float,
+              query_weight: float, redundancy: float) -> None:
+    check_budget(budget)
     if granularity not in GRANULARITIES:
         raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
     if reorder not in ("original", "sort"):
