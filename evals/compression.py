@@ -166,34 +166,46 @@ def build_history(pool: list[tuple[str, str]], rng: random.Random, n_exchanges: 
 # baselines: all keep the system prompt; sizes are counted as compress_chat counts them
 
 
-def keep_recent(msgs, budget, tok, rng=None):
+PRIMING = 3  # count_chat_tokens adds this once per non-empty list
+
+
+def _costs(msgs, tok) -> list[int]:
+    return [count_chat_tokens([m], tok) - PRIMING for m in msgs]
+
+
+def keep_recent(msgs, costs, budget, rng=None):
     """LangChain trim_messages(strategy="last", include_system=True): newest that fit."""
-    kept = [msgs[0]]
-    for m in reversed(msgs[1:]):
-        if count_chat_tokens(kept + [m], tok) > budget:
+    used, tail = PRIMING + costs[0], []
+    for i in range(len(msgs) - 1, 0, -1):
+        if used + costs[i] > budget:
             break
-        kept.insert(1, m)
-    return kept
+        used += costs[i]
+        tail.append(i)
+    return [msgs[0]] + [msgs[i] for i in reversed(tail)]
 
 
-def head_truncation(msgs, budget, tok, rng=None):
+def head_truncation(msgs, costs, budget, rng=None):
     """System prompt and final question, then the oldest messages while they fit."""
-    head, last = [msgs[0]], msgs[-1]
-    for m in msgs[1:-1]:
-        if count_chat_tokens(head + [m, last], tok) > budget:
+    used, head = PRIMING + costs[0] + costs[-1], [0]
+    for i in range(1, len(msgs) - 1):
+        if used + costs[i] > budget:
             break
-        head.append(m)
-    return head + [last]
+        used += costs[i]
+        head.append(i)
+    return [msgs[i] for i in head] + [msgs[-1]]
 
 
-def random_drop(msgs, budget, tok, rng):
+def random_drop(msgs, costs, budget, rng):
     """System prompt and final question kept; other messages dropped at random until it fits."""
-    keep = list(range(len(msgs)))
-    middle = keep[1:-1]
+    keep = set(range(len(msgs)))
+    middle = list(range(1, len(msgs) - 1))
     rng.shuffle(middle)
-    while middle and count_chat_tokens([msgs[i] for i in keep], tok) > budget:
-        keep.remove(middle.pop())
-    return [msgs[i] for i in keep]
+    used = PRIMING + sum(costs)
+    while middle and used > budget:
+        i = middle.pop()
+        keep.discard(i)
+        used -= costs[i]
+    return [msgs[i] for i in sorted(keep)]
 
 
 BASELINES = {"keep-recent": keep_recent, "random drop": random_drop, "head truncation":
@@ -214,6 +226,7 @@ def needle_eval(pool, n_histories: int, scorers: list[str], seed: int = 0) -> di
         get_scorer(s).relevance(["warm up"], "warm")
     for h, (msgs, answer, _) in enumerate(histories):
         original = count_chat_tokens(msgs, tok)
+        costs = _costs(msgs, tok)
         sizes.append(original)
         # a fresh scorer per history: embeddings cached across its ratios, not across histories
         fresh = {s: get_scorer(s) for s in scorers}
@@ -228,7 +241,7 @@ def needle_eval(pool, n_histories: int, scorers: list[str], seed: int = 0) -> di
                 _score(f"ctxkit ({s})", kept, answer, budget, ratio, original, tok, hits,
                        achieved, overshoot)
             for name, fn in BASELINES.items():
-                kept = fn(msgs, budget, tok, random.Random(seed * 1000 + h))
+                kept = fn(msgs, costs, budget, random.Random(seed * 1000 + h))
                 _score(name, kept, answer, budget, ratio, original, tok, hits, achieved,
                        overshoot)
     n = len(histories)
@@ -438,7 +451,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     pool = load_exchanges(root)
     real = bool(pool)
     pool = pool or generated_exchanges()
-    n_hist = args.histories or (4 if args.quick else 60)
+    n_hist = args.histories or (3 if args.quick else 60)
     t0 = time.time()
     report = {
         "quick": args.quick,
@@ -447,7 +460,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         + (f" --scorers {args.scorers}" if args.scorers != "idf,embedding" else "")
         + (f" --histories {args.histories}" if args.histories else ""),
         "needle": needle_eval(pool, n_hist, scorers, args.seed),
-        "evidence": evidence_eval(root, 3 if args.quick else 40, 12, scorers, args.seed),
+        "evidence": evidence_eval(root, 2 if args.quick else 40, 12, scorers, args.seed),
     }
     report["seconds"] = round(time.time() - t0, 1)
     out = write_results(args.out, "compression", report, markdown(report))
