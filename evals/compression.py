@@ -28,6 +28,7 @@ import json
 import os
 import random
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -225,6 +226,7 @@ def needle_eval(pool, n_histories: int, scorers: list[str], seed: int = 0) -> di
     for s in scorers:  # load models before timing anything
         get_scorer(s).relevance(["warm up"], "warm")
     for h, (msgs, answer, _) in enumerate(histories):
+        print(f"needle: history {h + 1}/{len(histories)}", file=sys.stderr, flush=True)
         original = count_chat_tokens(msgs, tok)
         costs = _costs(msgs, tok)
         sizes.append(original)
