@@ -444,6 +444,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default="evals/results", help="output directory")
     ap.add_argument("--scorers", default="idf,embedding", help="comma-separated scorers")
     ap.add_argument("--histories", type=int, default=None, help="chat histories (needle)")
+    ap.add_argument("--cases", type=int, default=None, help="evidence cases per data set")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     scorers = [s for s in args.scorers.split(",") if s]
@@ -453,16 +454,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     pool = load_exchanges(root)
     real = bool(pool)
     pool = pool or generated_exchanges()
-    n_hist = args.histories or (3 if args.quick else 60)
+    n_hist = args.histories or (3 if args.quick else 40)
     t0 = time.time()
     report = {
         "quick": args.quick,
         "real_data": real,
         "command": "python -m evals.compression" + (" --quick" if args.quick else "")
         + (f" --scorers {args.scorers}" if args.scorers != "idf,embedding" else "")
-        + (f" --histories {args.histories}" if args.histories else ""),
+        + (f" --histories {args.histories}" if args.histories else "")
+        + (f" --cases {args.cases}" if args.cases else ""),
         "needle": needle_eval(pool, n_hist, scorers, args.seed),
-        "evidence": evidence_eval(root, 2 if args.quick else 40, 12, scorers, args.seed),
+        "evidence": evidence_eval(root, args.cases or (2 if args.quick else 40), 12, scorers,
+                                  args.seed),
     }
     report["seconds"] = round(time.time() - t0, 1)
     out = write_results(args.out, "compression", report, markdown(report))
