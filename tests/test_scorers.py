@@ -206,3 +206,17 @@ def LMScorerWindow(base, window, context=16):
     s = LMScorer(model=base.model_dir, window=window, context=context)
     s._model, s._tok = base._model, base._tok
     return s
+
+
+def test_idf_without_wordfreq_fits_on_the_texts(monkeypatch):
+    import ctxkit.scorers as mod
+
+    monkeypatch.setattr(mod, "_wordfreq_available", lambda: False)
+    s = IdfScorer()
+    assert not s.use_wordfreq
+    texts = ["the cat sat", "the dog ran", "the end"]
+    bits = s.information(texts)
+    ref = IdfScorer.fit(texts).information(texts)
+    for a, b in zip(bits, ref):
+        np.testing.assert_allclose(a, b)
+    assert bits[0][0] < bits[0][1]  # "the" is in every text: less information than "cat"
