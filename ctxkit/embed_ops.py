@@ -186,7 +186,8 @@ def pool_segments(
             outputs.append(hidden[starts + lengths - 1].float())
         elif mode == "max":
             init = torch.full((k, dim), float("-inf"), dtype=torch.float32, device=hidden.device)
-            outputs.append(init.index_reduce_(0, seg, tok, "amax"))
+            index = seg.unsqueeze(1).expand(-1, dim)
+            outputs.append(init.scatter_reduce_(0, index, tok, "amax"))
         elif mode in ("mean", "mean_sqrt_len_tokens"):
             if sums is None:
                 sums = torch.zeros(k, dim, dtype=torch.float32, device=hidden.device)
