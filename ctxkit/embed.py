@@ -334,11 +334,14 @@ class PackedEncoder:
         return out
 
     def _encode_tokenized(self, tk: Tokenized, batch_tokens: int, normalize: bool | None,
-                          stats: EncodeStats) -> np.ndarray:
+                          stats: EncodeStats,
+                          batches: Iterator[RowBatch] | None = None) -> np.ndarray:
+        """Embed tokenised texts; ``batches`` overrides the layout (the benchmark uses it to
+        run padded layouts through the same forward)."""
         n = len(tk.lengths)
         out = torch.empty((n, self.dim), dtype=torch.float32)
         with torch.inference_mode():
-            for b in self._batches(tk, batch_tokens):
+            for b in batches if batches is not None else self._batches(tk, batch_tokens):
                 emb = self._pool(b, self._forward(b), normalize)
                 out[torch.from_numpy(b.docs)] = emb.float().cpu()
                 stats.rows += b.rows
