@@ -51,10 +51,13 @@ def data_dir() -> Path:
     return here.parents[2] / "shared" / "data"
 
 
+_VOCAB = ("data model token pack row batch attention layer vector text query answer "
+          "python function return value list dict loop sort number sum")
+
+
 def _synthetic(n: int, words: int, seed: int) -> list[str]:
     rng = np.random.default_rng(seed)
-    vocab = ("data model token pack row batch attention layer vector text query answer "
-             "python function return value list dict loop sort number sum").split()
+    vocab = _VOCAB.split()
     lens = np.clip(rng.lognormal(np.log(words), 0.6, n).astype(int), 1, 600)
     return [" ".join(rng.choice(vocab, size=k)) for k in lens]
 
@@ -285,10 +288,10 @@ def write_markdown(path: Path, report: dict) -> None:
     lines = [
         "# Packed embedding passes vs sentence-transformers",
         "",
-        f"Model {report['model']}; machine {report['machine']['cpu']}, "
-        f"{report['machine']['torch_threads']} torch threads; data: {report['data']}.",
-        f"Fidelity on {f['texts']} texts: min cosine {f['min_cosine']:.7f}, "
-        f"max abs diff {f['max_abs_diff']:.2e}.",
+        (f"Model {report['model']}; machine {report['machine']['cpu']}, "
+         f"{report['machine']['torch_threads']} torch threads; data: {report['data']}."),
+        (f"Fidelity on {f['texts']} texts: min cosine {f['min_cosine']:.7f}, "
+         f"max abs diff {f['max_abs_diff']:.2e}."),
         "",
         "| method | " + " | ".join(f"{n} texts/s (x vs bs32)" for n in names) + " |",
         "|---|" + "---:|" * len(names),

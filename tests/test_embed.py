@@ -28,8 +28,9 @@ from ctxkit.pack.plan import pack_lengths
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
-WORDS = ("the model packs short documents into rows so that no token is wasted on padding; "
-         "def f(x): return x * 2  # code, numbers 12345, ünïcödé 日本語 emoji 🙂 and tabs\t").split()
+_WORDS = ("the model packs short documents into rows so that no token is wasted on padding; "
+         "def f(x): return x * 2  # code, numbers 12345, ünïcödé 日本語 emoji 🙂 and tabs\t")
+WORDS = _WORDS.split()
 
 
 def make_texts(n: int, seed: int = 0) -> list[str]:
@@ -307,9 +308,15 @@ def test_choose_rows_places_every_text_once(lengths):
         assert all(lengths[b].sum() <= cap for b in bins)
 
 
-def test_choose_rows_prefers_short_rows_for_short_texts():
-    assert {c for c, _ in choose_rows(np.full(200, 12), 256, 384)} <= {32, 64}
-    assert choose_rows(np.full(50, 250), 256, 384)[0][0] == 256
+def test_choose_rows_cost_model():
+    # Measured default: attention is not penalised, so the tightest packing (longest rows) wins.
+    assert [c for c, _ in choose_rows(np.full(200, 12), 256, 384)] == [256]
+    # With attention weighted, short texts go into short rows.
+    assert {c for c, _ in choose_rows(np.full(200, 12), 256, 384, attn_weight=2.0)} <= {32, 64}
+    assert choose_rows(np.full(50, 250), 256, 384, attn_weight=2.0)[0][0] == 256
+    mixed = choose_rows(np.array([200] * 5 + [20] * 60), 256, 384, attn_weight=8.0)
+    caps = sorted(c for c, _ in mixed)
+    assert len(caps) == 2 and caps[0] < 200 and caps[1] == 256  # long texts keep max_len rows
     assert choose_rows(np.array([]), 256, 384) == []
     assert [c for c, _ in choose_rows(np.array([5, 9]), 256, 384, row_length=128)] == [128]
     with pytest.raises(ValueError):
