@@ -522,6 +522,147 @@ def dedup_cmd(
 # ===== embedding commands =====
 
 
+from typing import Annotated  # here, not at the top: this block is all the embed command owns
+
+
+def _write_npy_stream(path: Path, chunks: Iterator, dim: int) -> int:
+    """Write float32 rows arriving in chunks to ``.npy`` with bounded memory.
+
+    Rows go to a scratch file first (the header needs the final row count), then header and
+    rows are copied into the atomically written target.
+    """
+    import shutil
+    import tempfile
+
+    import numpy as np
+
+    from ctxkit.records import atomic_write
+
+    n = 0
+    with tempfile.TemporaryFile(dir=path.parent if path.parent.exists() else None) as raw:
+        for part in chunks:
+            raw.write(np.ascontiguousarray(part, dtype="<f4").tobytes())
+            n += len(part)
+        raw.seek(0)
+        with atomic_write(path, "wb") as fh:
+            header = {"descr": "<f4", "fortran_order": False, "shape": (n, dim)}
+            np.lib.format.write_array_header_1_0(fh, header)
+            shutil.copyfileobj(raw, fh, 1 << 22)
+    return n
+
+
+@app.command("embed")
+def embed_cmd(
+    input: Annotated[Path, typer.Argument(help="JSONL, JSON or Parquet records.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="vectors.npy or .parquet")],
+    field: Annotated[str | None, typer.Option(help="Text field of each record.")] = "text",
+    template: Annotated[str | None, typer.Option(help="alpaca | messages")] = None,
+    ids: Annotated[bool, typer.Option(help="Also write record ids (a parquet column, or "
+                                      "<output>.ids.jsonl beside a .npy).")] = False,
+    id_field: Annotated[str | None, typer.Option(help="Field holding the id.")] = None,
+    model: Annotated[Path | None, typer.Option(help="Local sentence-transformers directory "
+                                               "(default: bundled all-MiniLM-L6-v2).")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    dtype: Annotated[str, typer.Option(help="auto | float32 | bfloat16 | float16")] = "auto",
+    batch_tokens: Annotated[int | None, typer.Option(min=1, help="Token slots per forward "
+                                                     "pass.")] = None,
+    chunk_size: Annotated[int, typer.Option(min=1, help="Texts read, packed and written at "
+                                            "a time (bounds memory).")] = 8192,
+    normalize: Annotated[bool | None, typer.Option("--normalize/--no-normalize",
+                                                   help="Default: as the model does.")] = None,
+    skip_bad: Annotated[bool, typer.Option(help="Skip and list bad records.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    summary_json: Annotated[Path | None, typer.Option(help="Also write the summary as "
+                                                      "JSON.")] = None,
+) -> None:
+    """Embed every record's text with packed passes; same vectors as sentence-transformers."""
+    import itertools
+    import json
+    import time
+
+    from ctxkit.embed import EncodeStats, PackedEncoder
+    from ctxkit.records import atomic_write, write_json, write_parquet
+
+    suffix = output.suffix.lower()
+    if suffix not in (".npy", ".parquet"):
+        fail(f"output must end in .npy or .parquet, got {output.name!r}")
+    if template is not None:
+        field = None
+    try:
+        enc = PackedEncoder(model, device=device, dtype=dtype)
+    except (ValueError, TypeError) as exc:
+        fail(str(exc))
+    report = ReadReport()
+    records = iter_input(input, field=field, template=template, id_field=id_field,
+                         skip_bad=skip_bad, report=report)
+    total = EncodeStats()
+    t0 = time.perf_counter()
+    ids_path = output.with_name(output.name + ".ids.jsonl") if ids and suffix == ".npy" else None
+
+    def chunks() -> Iterator[tuple]:
+        with progress_bar("embedding", None, enabled=progress) as advance:
+            while True:
+                batch = list(itertools.islice(records, chunk_size))
+                if not batch:
+                    return
+                vecs = enc.encode([r.text for r in batch], batch_tokens=batch_tokens,
+                                  normalize=normalize)
+                total.add(enc.last_stats)
+                advance(len(batch))
+                yield [r.id for r in batch], vecs
+
+    if suffix == ".npy":
+        id_fh = None
+        with contextlib.ExitStack() as stack:
+            if ids_path is not None:
+                id_fh = stack.enter_context(atomic_write(ids_path))
+
+            def vectors() -> Iterator:
+                for chunk_ids, vecs in chunks():
+                    if id_fh is not None:
+                        id_fh.writelines(json.dumps(i, ensure_ascii=False) + "\n"
+                                         for i in chunk_ids)
+                    yield vecs
+
+            _write_npy_stream(output, vectors(), enc.dim)
+    else:
+        import pyarrow as pa
+
+        def tables() -> Iterator:
+            for chunk_ids, vecs in chunks():
+                flat = pa.array(vecs.reshape(-1), type=pa.float32())
+                cols = {"embedding": pa.FixedSizeListArray.from_arrays(flat, enc.dim)}
+                yield pa.table({"id": chunk_ids, **cols} if ids else cols)
+
+        try:
+            write_parquet(output, tables())
+        except ValueError as exc:  # no records at all: write an empty, typed table
+            if "nothing to write" not in str(exc):
+                raise
+            empty = pa.FixedSizeListArray.from_arrays(pa.array([], pa.float32()), enc.dim)
+            cols = {"embedding": empty}
+            write_parquet(output, pa.table({"id": pa.array([], pa.string()), **cols}
+                                           if ids else cols))
+    seconds = time.perf_counter() - t0
+    rows = [
+        ("texts", total.texts), ("tokens", total.tokens), ("rows", total.rows),
+        ("utilization", total.utilization), ("texts/s", total.texts / seconds if seconds else 0.0),
+        ("empty texts", total.empty), (f"truncated (> {enc.max_seq_length} tokens)",
+                                       total.truncated),
+        ("skipped records", report.n_skipped), ("output", str(output)),
+    ]
+    if ids_path is not None:
+        rows.append(("ids", str(ids_path)))
+    print_table("ctxkit embed", rows)
+    print_skipped(report)
+    if summary_json is not None:
+        write_json(summary_json, {**total.to_dict(), "wall_seconds": seconds,
+                                  "skipped": report.to_dict()["skipped"],
+                                  "output": str(output), "dim": enc.dim,
+                                  "max_seq_length": enc.max_seq_length})
+
+
+
 # ===== compression commands (compress, chat, density) =====
 
 _TEXT_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".pq")
