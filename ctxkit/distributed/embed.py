@@ -49,7 +49,8 @@ class _EmbedActor:
         texts = batch[self.column].tolist()
         for i, t in enumerate(texts):
             if not isinstance(t, str):
-                raise ValueError(f"{self.id_column} {batch[self.id_column][i]!r}: column "
+                name = "row" if self.id_column == ROW else self.id_column
+                raise ValueError(f"{name} {batch[self.id_column].tolist()[i]!r}: column "
                                  f"{self.column!r} must hold text, got {type(t).__name__}")
         kwargs = {} if self.normalize is None else {"normalize": self.normalize}
         vecs = np.asarray(self.encoder.encode(texts, **kwargs), dtype=np.float32)
