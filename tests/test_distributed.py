@@ -276,14 +276,53 @@ def test_embed_writes_vectors_with_their_ids(ray_session, picklable_tests):
     got = {r["id"]: r["embedding"] for r in rows}
     assert len(got) == len(texts)
     np.testing.assert_array_equal(np.stack([got[f"k{i}"] for i in range(len(texts))]), want)
-    by_row = embed(ds, encoder=CharEncoder, num_workers=1).take_all()
-    got = {r["_row"]: r["embedding"] for r in by_row}
-    np.testing.assert_array_equal(np.stack([got[i] for i in range(len(texts))]), want)
 
 
-def test_embed_rejects_non_text(ray_session, picklable_tests):
-    ds = ray.data.from_items([{"text": "ok", "id": 1}, {"text": None, "id": 2}])
-    with pytest.raises(Exception, match=r"id 2: column 'text' must hold text"):
-        embed(ds, id_column="id", encoder=CharEncoder, num_workers=1).take_all()
+def test_embed_rejects_non_text(ray_session):
+    from ctxkit.distributed.embed import _EmbedActor
+
+    # The actor's code, run in-process: a bad value is named by its id.
+    actor = _EmbedActor(CharEncoder, {}, "text", "id", "embedding", None, None)
+    batch = {"text": np.array(["ok", None], dtype=object), "id": np.array([1, 2])}
+    with pytest.raises(ValueError, match=r"id 2: column 'text' must hold text, got NoneType"):
+        actor(batch)
+    assert actor({"text": batch["text"][:1], "id": batch["id"][:1]})["embedding"].shape == (1, 16)
+    ds = ray.data.from_items([{"text": "ok", "id": 1}])
     with pytest.raises(ValueError, match="not in the dataset"):
         embed(ds, column="body", encoder=CharEncoder)
+
+
+# ---------------------------------------------------------------- what `ctxkit ... --ray` runs
+
+
+def test_run_command_dedup_and_pack(ray_session, tmp_path):
+    pytest.importorskip("ctxkit.dedup.minhash")
+    import json
+
+    from ctxkit.dedup import dedup
+    from ctxkit.distributed import run_command
+
+    texts = _near_duplicate_corpus(60, seed=5)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": f"r{i}", "body": t}) + "\n"
+                           for i, t in enumerate(texts)))
+    rows = dict(run_command("dedup", "local", src, tmp_path / "kept.jsonl", field="body",
+                            id_field="id", report_path=tmp_path / "dups.json", method="minhash",
+                            threshold=0.6))
+    ref = dedup(texts, method="minhash", threshold=0.6)
+    report = json.loads((tmp_path / "dups.json").read_text())
+    assert rows["removed (minhash)"] == ref.n_removed == len(report["removed"])
+    kept = [json.loads(line) for f in sorted((tmp_path / "kept.jsonl").iterdir())
+            for line in f.read_text().splitlines()]
+    assert sorted(r["id"] for r in kept) == sorted(f"r{i}" for i in ref.keep)
+    with pytest.raises(ValueError, match="only --method minhash"):
+        run_command("dedup", "local", src, tmp_path / "x.jsonl", method="exact,minhash")
+    with pytest.raises(ValueError, match=r"field\(s\) \['text'\] not in"):
+        run_command("pack", "local", src, tmp_path / "w.parquet", capacity=64)
+
+    rows = dict(run_command("pack", "local", src, tmp_path / "w.parquet", field="body",
+                            capacity=256, tokenizer="cl100k_base", overflow="truncate"))
+    windows = ray.data.read_parquet(str(tmp_path / "w.parquet")).take_all()
+    assert rows["windows"] == len(windows)
+    assert rows["skipped (empty/dropped)"] == 2
+    assert sorted(r for w in windows for r in w["rows"]) == [i for i, t in enumerate(texts) if t]

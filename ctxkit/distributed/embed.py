@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -37,11 +38,11 @@ class _EmbedActor:
         self, factory: Callable[..., Any], encoder_kwargs: dict[str, Any], column: str,
         id_column: str, output_column: str, normalize: bool | None, threads: int | None,
     ) -> None:
-        if threads:
+        self.encoder = factory(**encoder_kwargs)
+        if threads and "torch" in sys.modules:
             import torch
 
             torch.set_num_threads(threads)  # one actor per core group, no oversubscription
-        self.encoder = factory(**encoder_kwargs)
         self.column, self.id_column = column, id_column
         self.output_column, self.normalize = output_column, normalize
 
