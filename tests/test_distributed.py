@@ -279,7 +279,7 @@ def test_embed_writes_vectors_with_their_ids(ray_session, picklable_tests):
 
 
 def test_embed_rejects_non_text(ray_session):
-    from ctxkit.distributed.embed import _EmbedActor
+    from ctxkit.distributed.embedding import _EmbedActor
 
     # The actor's code, run in-process: a bad value is named by its id.
     actor = _EmbedActor(CharEncoder, {}, "text", "id", "embedding", None, None)

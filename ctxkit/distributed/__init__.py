@@ -28,12 +28,12 @@ _EXPORTS = {
     "local_cluster": "ctxkit.distributed.cluster",
     "cluster_gpus": "ctxkit.distributed.cluster",
     "with_row_index": "ctxkit.distributed.rows",
-    "minhash_dedup": "ctxkit.distributed.dedup",
-    "DistributedDedup": "ctxkit.distributed.dedup",
-    "pair_similarity": "ctxkit.distributed.dedup",
-    "embed": "ctxkit.distributed.embed",
-    "pack": "ctxkit.distributed.pack",
-    "window_utilization": "ctxkit.distributed.pack",
+    "minhash_dedup": "ctxkit.distributed.minhash",
+    "DistributedDedup": "ctxkit.distributed.minhash",
+    "pair_similarity": "ctxkit.distributed.minhash",
+    "embed": "ctxkit.distributed.embedding",
+    "pack": "ctxkit.distributed.packing",
+    "window_utilization": "ctxkit.distributed.packing",
     "run_command": "ctxkit.distributed.command",
 }
 

@@ -117,7 +117,7 @@ def run_command(
 
 def _dedup(input_path, output, field, id_field, report_path, method="minhash", threshold=None,
            keep="first", num_perm=128, ngram=5, unit="char", seed=1) -> list:
-    from ctxkit.distributed.dedup import minhash_dedup
+    from ctxkit.distributed.minhash import minhash_dedup
     from ctxkit.records import write_json
 
     stages = [m.strip() for m in method.split(",")] if isinstance(method, str) else list(method)
@@ -141,7 +141,7 @@ def _dedup(input_path, output, field, id_field, report_path, method="minhash", t
 
 def _embed(input_path, output, field, id_field, model=None, batch_size=1024, normalize=None,
            **ignored) -> list:
-    from ctxkit.distributed.embed import embed
+    from ctxkit.distributed.embedding import embed
     from ctxkit.records import atomic_write
 
     ds = read_dataset(input_path, [field] + ([id_field] if id_field else []))
@@ -181,7 +181,7 @@ def _tokenize_block(
 
 def _pack(input_path, output, field, id_field, capacity=2048, tokenizer="cl100k_base",
           strategy="bfd", overflow="error", mode="global") -> list:
-    from ctxkit.distributed.pack import pack, window_utilization
+    from ctxkit.distributed.packing import pack, window_utilization
 
     ds = read_dataset(input_path, [field] + ([id_field] if id_field else []))
     if "input_ids" not in (ds.columns() or []) or field != "input_ids":
