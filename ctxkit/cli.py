@@ -11,7 +11,6 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -62,11 +61,11 @@ def progress_bar(description: str, total: int | None = None, enabled: bool = Tru
 def iter_input(
     path: Path,
     *,
-    field: Optional[str],
-    template: Optional[str],
-    id_field: Optional[str] = None,
+    field: str | None,
+    template: str | None,
+    id_field: str | None = None,
     skip_bad: bool = False,
-    report: Optional[ReadReport] = None,
+    report: ReadReport | None = None,
 ) -> Iterator[Record]:
     """Records from ``path``; a bad record is a UserError unless ``skip_bad``."""
     if not path.exists():
@@ -114,9 +113,410 @@ def tokenizers_cmd() -> None:
 
 
 # ===== packing commands (pack, demo) =====
+from typing import Annotated  # imported here: cli.py is shared, this block is ours
+
+_PACK_TOKENIZE_BATCH = 1024
+
+
+def _parse_separator(separator: str, tok) -> int | None:
+    value = separator.strip().lower()
+    if value == "none":
+        return None
+    if value == "eos":
+        if tok.eos_id is None:
+            fail(f"tokenizer {tok.name} has no EOS token; use --separator none or an id")
+        return int(tok.eos_id)
+    try:
+        return int(value)
+    except ValueError:
+        fail(f"--separator must be 'eos', 'none' or a token id, got {separator!r}")
+    return None
+
+
+def _print_pack_report(batch, read_report: ReadReport | None, ids: list[str]) -> None:
+    rows: list[tuple[str, object]] = []
+    if read_report is not None:
+        rows.append(("records read", read_report.read))
+    rows += [
+        ("windows", batch.n_windows),
+        ("lower bound", batch.lower_bound),
+        ("utilization", batch.utilization),
+        ("padding tokens", batch.padding_tokens),
+        ("packed tokens", batch.total_tokens),
+        ("segments", batch.n_segments),
+        ("split", int(batch.split.size)),
+        ("truncated", f"{batch.truncated.size} ({batch.tokens_truncated:,} tokens cut)"),
+        ("dropped", int(batch.dropped.size)),
+        ("empty", int(batch.empty.size)),
+    ]
+    if read_report is not None:
+        rows.append(("skipped bad records", read_report.n_skipped))
+    print_table(f"packing report ({batch.strategy}, capacity {batch.capacity:,})", rows)
+    for name in ("truncated", "dropped", "empty"):
+        idx = getattr(batch, name)
+        if idx.size:
+            shown = ", ".join(ids[i] for i in idx[:10].tolist())
+            more = f" ... and {idx.size - 10} more" if idx.size > 10 else ""
+            console.print(f"[yellow]{name} record ids:[/yellow] {shown}{more}")
+    if read_report is not None:
+        print_skipped(read_report)
+
+
+@app.command("pack")
+def pack_cmd(
+    input_path: Annotated[Path, typer.Argument(
+        metavar="IN", help="JSONL, JSON or Parquet records.")],
+    capacity: Annotated[int, typer.Option(
+        "--capacity", "-c", help="Tokens per context window.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="OUT.parquet or OUT.jsonl")],
+    tokenizer: Annotated[str, typer.Option(
+        "--tokenizer", "-t", help="cl100k_base, minilm or hf:<local dir>.")] = "cl100k_base",
+    strategy: Annotated[str, typer.Option(help="bfd, ffd, wrapped, greedy or optimal.")] = "bfd",
+    template: Annotated[str | None, typer.Option(help="alpaca or messages.")] = None,
+    field: Annotated[str | None, typer.Option(
+        "--field", "-f", help="Text field to pack.")] = None,
+    id_field: Annotated[str | None, typer.Option(
+        help="Field holding each record's id (default: its position).")] = None,
+    separator: Annotated[str, typer.Option(
+        help="Appended after each record: eos, none or a token id.")] = "eos",
+    overflow: Annotated[str, typer.Option(
+        help="Records over capacity: error, split, truncate or drop.")] = "error",
+    layout: Annotated[str, typer.Option(
+        help="padded: rows of exactly capacity; flat: one unpadded row per window "
+        "(padding-free training).")] = "padded",
+    seed: Annotated[int | None, typer.Option(help="Shuffle windows deterministically.")] = None,
+    pad_id: Annotated[int, typer.Option(help="Token id used for padding.")] = 0,
+    train_on_prompt: Annotated[bool, typer.Option(
+        help="alpaca: keep prompt tokens in the loss.")] = False,
+    label_separators: Annotated[bool, typer.Option(
+        help="Train on the separator (EOS) token.")] = False,
+    skip_bad: Annotated[bool, typer.Option(
+        help="Skip invalid records (counted and listed in the report).")] = False,
+    report_path: Annotated[Path | None, typer.Option(
+        "--report", help="Also write the report as JSON.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Tokenize records and pack them into full context windows (no cross-contamination)."""
+    import numpy as np
+
+    from ctxkit.pack.collate import LAYOUTS, pack_arrays
+    from ctxkit.pack.hf import packed_table
+    from ctxkit.pack.plan import OVERFLOW_POLICIES, STRATEGIES
+    from ctxkit.records import write_json, write_jsonl, write_parquet
+    from ctxkit.tokenize import get_tokenizer
+
+    if capacity <= 0:
+        fail(f"--capacity must be a positive number of tokens, got {capacity}")
+    if strategy not in STRATEGIES:
+        fail(f"unknown --strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if overflow not in OVERFLOW_POLICIES:
+        fail(f"unknown --overflow {overflow!r}; choose one of {', '.join(OVERFLOW_POLICIES)}")
+    if layout not in LAYOUTS:
+        fail(f"unknown --layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    if template is not None and field is not None:
+        fail("give either --template or --field, not both")
+    if template is not None and template not in ("alpaca", "messages"):
+        fail(f"unknown --template {template!r}; choose alpaca or messages")
+    suffix = output.suffix.lower()
+    if suffix not in (".parquet", ".jsonl"):
+        fail(f"output must end in .parquet or .jsonl, got {output.name}")
+    try:
+        tok = get_tokenizer(tokenizer)
+    except (ValueError, OSError) as exc:
+        fail(f"cannot load tokenizer {tokenizer!r}: {exc}")
+    sep = _parse_separator(separator, tok)
+
+    read_report = ReadReport()
+    ids: list[str] = []
+    lines: list[int | None] = []
+    chunks: list[np.ndarray] = []
+    masks: list[np.ndarray] = []
+    lengths: list[int] = []
+    use_mask = template == "alpaca" and not train_on_prompt
+
+    def flush(pending: list[Record], advance) -> None:
+        if use_mask:
+            prompts = tok.encode_batch([r.prompt or "" for r in pending])
+            completions = tok.encode_batch([r.completion or "" for r in pending])
+            for p, c in zip(prompts, completions):
+                chunks.append(np.asarray(p + c, dtype=np.int64))
+                masks.append(np.r_[np.zeros(len(p), bool), np.ones(len(c), bool)])
+                lengths.append(len(p) + len(c))
+        else:
+            for ids_ in tok.encode_batch([r.text for r in pending]):
+                chunks.append(np.asarray(ids_, dtype=np.int64))
+                lengths.append(len(ids_))
+        advance(len(pending))
+
+    with progress_bar("tokenizing", enabled=progress) as advance:
+        pending: list[Record] = []
+        for record in iter_input(input_path, field=field, template=template, id_field=id_field,
+                                 skip_bad=skip_bad, report=read_report):
+            pending.append(record)
+            ids.append(record.id)
+            lines.append(record.line)
+            if len(pending) >= _PACK_TOKENIZE_BATCH:
+                flush(pending, advance)
+                pending = []
+        if pending:
+            flush(pending, advance)
+    if not ids:
+        fail(f"no records to pack in {input_path}"
+             + (f" ({read_report.n_skipped} skipped as bad)" if read_report.n_skipped else ""))
+
+    lens = np.asarray(lengths, dtype=np.int64)
+    if overflow == "error":
+        need = lens + (lens > 0) * (1 if sep is not None else 0)
+        over = np.flatnonzero(need > capacity)
+        if over.size:
+            i = int(over[0])
+            where = f"{input_path}:{lines[i]}" if lines[i] is not None else str(input_path)
+            fail(f"record {ids[i]} ({where}) has {int(need[i]):,} tokens, more than --capacity "
+                 f"{capacity:,}; {over.size} record(s) are too long (use --overflow split, "
+                 "truncate or drop)")
+    tokens = np.concatenate(chunks) if chunks else np.zeros(0, np.int64)
+    mask = np.concatenate(masks) if use_mask and masks else None
+    try:
+        batch = pack_arrays(tokens, lens, capacity, strategy=strategy, separator_id=sep,
+                            completion_mask=mask, overflow=overflow, pad_id=pad_id, seed=seed,
+                            layout=layout, label_separators=label_separators)
+    except ValueError as exc:
+        fail(str(exc))
+    table = packed_table(batch, ids=ids)
+    if suffix == ".parquet":
+        write_parquet(output, table)
+    else:
+        write_jsonl(output, (row for part in table.to_batches(1024) for row in part.to_pylist()))
+    _print_pack_report(batch, read_report, ids)
+    out.print(f"wrote {batch.n_windows:,} windows to {output}")
+    if report_path is not None:
+        write_json(report_path, {
+            "input": str(input_path), "output": str(output), "tokenizer": tok.name,
+            "capacity": capacity, "strategy": strategy, "overflow": overflow, "layout": layout,
+            "separator_id": sep, "records": len(ids), "windows": batch.n_windows,
+            "lower_bound": batch.lower_bound, "utilization": batch.utilization,
+            "padding_tokens": batch.padding_tokens, "packed_tokens": batch.total_tokens,
+            "tokens_truncated": batch.tokens_truncated,
+            "split": [ids[i] for i in batch.split.tolist()],
+            "truncated": [ids[i] for i in batch.truncated.tolist()],
+            "dropped": [ids[i] for i in batch.dropped.tolist()],
+            "empty": [ids[i] for i in batch.empty.tolist()],
+            "read": read_report.to_dict(),
+        })
+
+
+@app.command("demo")
+def demo_cmd(
+    n: Annotated[int, typer.Option("--n", help="Number of generated instruction records.")] = 2000,
+    capacity: Annotated[int, typer.Option(
+        "--capacity", "-c", help="Tokens per context window.")] = 2048,
+    seed: Annotated[int, typer.Option(
+        help="Seed of the generated data and the window order.")] = 0,
+    tokenizer: Annotated[str, typer.Option("--tokenizer", "-t")] = "cl100k_base",
+    write_data: Annotated[Path | None, typer.Option(
+        help="Also write the generated records as JSONL (try them with `ctxkit pack`).")] = None,
+) -> None:
+    """Generate an instruction dataset, tokenize it, pack it and print the packing report."""
+    from ctxkit.demo import demo_records, run_demo
+    from ctxkit.records import write_jsonl
+
+    if n <= 0:
+        fail(f"--n must be a positive number of records, got {n}")
+    if capacity <= 0:
+        fail(f"--capacity must be a positive number of tokens, got {capacity}")
+    try:
+        res = run_demo(n=n, capacity=capacity, seed=seed, tokenizer=tokenizer)
+    except ValueError as exc:
+        fail(str(exc))
+    if write_data is not None:
+        write_jsonl(write_data, demo_records(n, seed))
+        out.print(f"wrote {n:,} generated records to {write_data}")
+    batch = res.batch
+    print_table(f"demo data ({res.n_records:,} alpaca records, {res.tokenizer})", [
+        ("tokens (prompt + response)", res.total_tokens),
+        ("response tokens (trained on)", res.target_tokens),
+        ("mean / max length", f"{res.mean_length:,.1f} / {res.max_length:,}"),
+        ("tokenize seconds", res.tokenize_seconds),
+    ])
+    table = Table(title=f"windows of {capacity:,} tokens", title_justify="left")
+    for col in ("method", "windows", "utilization", "padding tokens", "plan ms"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for row in res.rows:
+        table.add_row(row.method, f"{row.windows:,}", f"{row.utilization:.2%}",
+                      f"{row.padding_tokens:,}", f"{row.seconds * 1e3:.1f}")
+    out.print(table)
+    _print_pack_report(batch, None, [f"demo-{i:06d}" for i in range(res.n_records)])
+    naive = res.rows[0].windows
+    out.print(f"bfd needs {batch.n_windows:,} windows (lower bound {batch.lower_bound:,}) "
+              f"instead of {naive:,} padded rows: {naive / max(batch.n_windows, 1):.1f}x fewer "
+              "forward passes, with no attention or loss across records.")
+
 
 
 # ===== dedup commands =====
+
+from typing import Annotated  # the dedup block of this shared file keeps its own import
+
+
+def _parse_threshold(value: str | None) -> object | None:
+    """``0.8`` for every stage, or ``minhash=0.5,semantic=0.85`` per stage."""
+    if value is None:
+        return None
+    try:
+        if "=" not in value:
+            return float(value)
+        out = {}
+        for part in value.split(","):
+            name, _, num = part.partition("=")
+            out[name.strip()] = float(num)
+        return out
+    except ValueError:
+        fail(f"--threshold must be a number or method=number pairs, got {value!r}")
+
+
+def _write_rows(path: Path, rows: Iterator[dict]) -> int:
+    from ctxkit.records import write_jsonl, write_parquet
+
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        def tables(batch_size: int = 8192) -> Iterator[dict]:
+            batch: list[dict] = []
+            for row in rows:
+                batch.append(row)
+                if len(batch) == batch_size:
+                    yield _columns(batch)
+                    batch = []
+            if batch:
+                yield _columns(batch)
+
+        return write_parquet(path, tables())
+    if suffix not in (".jsonl", ".ndjson", ".json"):
+        fail(f"output must be .jsonl or .parquet, got {path.name}")
+    return write_jsonl(path, rows)
+
+
+def _columns(rows: list[dict]) -> dict[str, list]:
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    return {k: [r.get(k) for r in rows] for k in keys}
+
+
+@app.command("dedup")
+def dedup_cmd(
+    input_path: Annotated[Path, typer.Argument(
+        metavar="IN", help="Records: .jsonl (streamed), .json or .parquet.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Kept records (.jsonl or .parquet).")],
+    method: str = typer.Option("exact,minhash", "--method", "-m",
+                               help="Stages in order: exact, minhash, semantic (comma-separated)."),
+    threshold: str | None = typer.Option(
+        None, "--threshold", "-t",
+        help="Similarity for duplicates: one number for every stage, or minhash=0.5,semantic=0.9 "
+             "(defaults: MinHash Jaccard 0.5, semantic cosine 0.9)."),
+    field: str | None = typer.Option(None, "--field", help="Text field (default: text)."),
+    template: str | None = typer.Option(None, "--template", help="alpaca or messages."),
+    id_field: str | None = typer.Option(None, "--id-field", help="Field holding record ids."),
+    report_path: Annotated[Path | None, typer.Option(
+        "--report", help="JSON report of every removal.")] = None,
+    keep: str = typer.Option("first", "--keep", help="Representative kept: first, last, longest."),
+    num_perm: int = typer.Option(128, "--num-perm", help="MinHash permutations."),
+    ngram: int = typer.Option(5, "--ngram", help="MinHash shingle size."),
+    unit: str = typer.Option("char", "--unit", help="MinHash shingles of char or word n-grams."),
+    punctuation: bool = typer.Option(False, "--ignore-punctuation", help="Strip punctuation first."),
+    seed: int = typer.Option(1, "--seed", help="Seed for MinHash permutations and k-means."),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip bad records (listed in the report)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Remove duplicate records (exact, MinHash near-duplicates, semantic paraphrases).
+
+    Every removed record gets a report entry: its id, the id of the kept record it
+    duplicates, the method and the similarity.
+    """
+    from ctxkit.dedup import dedup
+    from ctxkit.dedup.exact import ExactDeduper
+    from ctxkit.dedup.normalize import Normalization
+    from ctxkit.dedup.pipeline import _methods
+    from ctxkit.records import write_json
+
+    try:
+        stages = _methods(method)
+    except ValueError as exc:
+        fail(str(exc))
+    thresholds = _parse_threshold(threshold)
+    if output.suffix.lower() not in (".jsonl", ".ndjson", ".json", ".parquet", ".pq"):
+        fail(f"output must be .jsonl or .parquet, got {output.name}")
+    norm = Normalization(punctuation=punctuation)
+    read_report = ReadReport()
+
+    def records() -> Iterator[Record]:
+        return iter_input(input_path, field=field, template=template, id_field=id_field,
+                          skip_bad=skip_bad, report=read_report)
+
+    removed_rows: list[dict] = []
+    info: dict = {}
+    if stages == ["exact"]:
+        # One streaming pass: memory holds 16 bytes per distinct text, output is written as read.
+        deduper = ExactDeduper(norm)
+        first_ids: list[str] = []
+
+        def kept_rows() -> Iterator[dict]:
+            with progress_bar("dedup (exact)", enabled=progress) as advance:
+                for rec in records():
+                    first = deduper.add(rec.text)
+                    first_ids.append(rec.id)
+                    advance()
+                    if first is None:
+                        yield rec.raw
+                    else:
+                        removed_rows.append({"id": rec.id, "line": rec.line, "duplicate_of": first_ids[first],
+                                             "method": "exact", "similarity": 1.0})
+
+        n_kept = _write_rows(output, kept_rows())
+        n_in = read_report.read
+    else:
+        texts, ids, lines = [], [], []
+        with progress_bar("reading", enabled=progress) as advance:
+            for rec in records():
+                texts.append(rec.text)
+                ids.append(rec.id)
+                lines.append(rec.line)
+                advance()
+        options: dict = {"normalization": norm} if {"exact", "minhash"} & set(stages) else {}
+        if "minhash" in stages:
+            options.update(num_perm=num_perm, ngram=ngram, unit=unit)
+        if {"minhash", "semantic"} & set(stages):
+            options["seed"] = seed
+        try:
+            with progress_bar(f"dedup ({', '.join(stages)})", total=len(stages), enabled=progress) as advance:
+                result = dedup(texts, stages, thresholds, keep=keep, **options)
+                advance(len(stages))
+        except (ValueError, TypeError) as exc:
+            fail(str(exc))
+        info = result.info
+        # ledger() lists removed items in index order, as result.removed does.
+        for row, i in zip(result.ledger(ids), result.removed):
+            removed_rows.append({**row, "line": lines[i]})
+        keep_mask = result.duplicate_of < 0
+
+        def kept_rows() -> Iterator[dict]:
+            # Second pass over the input: records come back in the same order.
+            with progress_bar("writing", total=len(texts), enabled=progress) as advance:
+                for i, rec in enumerate(iter_input(input_path, field=field, template=template,
+                                                   id_field=id_field, skip_bad=skip_bad)):
+                    advance()
+                    if keep_mask[i]:
+                        yield rec.raw
+
+        n_kept = _write_rows(output, kept_rows())
+        n_in = len(texts)
+    if report_path is not None:
+        write_json(report_path, {
+            "input": str(input_path), "output": str(output), "method": stages,
+            "threshold": thresholds, "keep": keep, "records": n_in, "kept": n_kept,
+            "removed": len(removed_rows), "skipped": read_report.to_dict()["skipped"],
+            "stages": info, "duplicates": removed_rows,
+        })
+    print_skipped(read_report)
+    print_table("dedup", [("records", n_in), ("kept", n_kept), ("removed", len(removed_rows)),
+                          ("skipped (bad)", read_report.n_skipped)])
 
 
 # ===== embedding commands =====
@@ -128,7 +528,68 @@ def tokenizers_cmd() -> None:
 # ===== evaluation commands =====
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+@app.command("eval")
+def eval_cmd(
+    input_path: Path = typer.Argument(..., metavar="IN", help="JSONL, JSON or Parquet records"),
+    output_dir: Path = typer.Option(Path("report"), "-o", "--out", help="report directory"),
+    field: str | None = typer.Option(None, "--field", help="text field (default: text)"),
+    template: str | None = typer.Option(None, "--template", help="alpaca | messages"),
+    capacity: int = typer.Option(2048, "--capacity", min=1, help="context window in tokens"),
+    tokenizer: str = typer.Option("cl100k_base", "--tokenizer"),
+    embedding: bool = typer.Option(
+        False, "--embedding", help="also time packed vs padded embedding"
+    ),
+    embed_sample: int = typer.Option(256, "--embed-sample", min=1),
+    no_density: bool = typer.Option(False, "--no-density", help="skip the density section"),
+    no_dedup: bool = typer.Option(False, "--no-dedup", help="skip the redundancy section"),
+    seed: int = typer.Option(0, "--seed"),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="skip and list bad records"),
+) -> None:
+    """How much of the context budget is wasted, and what each stage would save."""
+    from ctxkit.evaluate import evaluate
+    from ctxkit.records import write_json
+
+    report_read = ReadReport()
+    texts = [r.text for r in iter_input(input_path, field=field, template=template,
+                                        skip_bad=skip_bad, report=report_read)]
+    print_skipped(report_read)
+    if not texts:
+        fail(f"{input_path}: no usable records")
+    sections = ["lengths", "utilization"]
+    sections += [] if no_dedup else ["redundancy"]
+    sections += [] if no_density else ["density"]
+    sections += ["embedding"] if embedding else []
+    with progress_bar("evaluating", total=len(sections) + 1) as advance:
+        def step(message: str) -> None:
+            console.print(f"[dim]{message}[/dim]") if not console.is_terminal else None
+            advance(1)
+
+        try:
+            report = evaluate(texts, capacity=capacity, tokenizer=tokenizer, sections=sections,
+                              embed_sample=embed_sample, seed=seed, name=input_path.name,
+                              progress=step)
+        except ValueError as exc:
+            fail(str(exc))
+    report.dataset["skipped_records"] = report_read.to_dict()["skipped"]
+    plots = report.plot(output_dir)
+    write_json(output_dir / "report.json", report.to_dict())
+    from ctxkit.records import atomic_write
+
+    with atomic_write(output_dir / "report.md") as fh:
+        fh.write(report.to_markdown([str(p) for p in plots]))
+    util = report.sections.get("utilization", {})
+    rows: list[tuple[str, object]] = [("texts", len(texts))]
+    if util:
+        rows.append(("lower bound (windows)", util["lower_bound"]))
+        for name, figures in util["methods"].items():
+            rows.append((f"{name}: windows / utilization",
+                         f"{figures['windows']:,} / {figures['utilization']:.1%}"))
+    print_table(f"ctxkit eval: {input_path.name} @ {capacity} tokens", rows)
+    out.print(f"wrote {output_dir / 'report.md'}, {output_dir / 'report.json'} "
+              f"and {len(plots)} plot(s)")
+
+
+def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ctxkit`` console script; returns the exit status."""
     try:
         app(args=argv, prog_name="ctxkit")  # standalone mode: click reports usage errors

@@ -282,7 +282,7 @@ def read_records(
 
     Example:
         >>> report = ReadReport()
-        >>> # records = list(read_records("data.jsonl", field="text", on_error="skip", report=report))
+        >>> # good = list(read_records("x.jsonl", field="text", on_error="skip", report=report))
     """
     if on_error not in ("raise", "skip"):
         raise ValueError("on_error must be 'raise' or 'skip'")

@@ -18,7 +18,8 @@ def write_lines(path, lines):
 
 
 def test_jsonl_field_and_ids(tmp_path):
-    p = write_lines(tmp_path / "a.jsonl", [b'{"text": "a", "id": "x1"}', b"", b'{"text": "b", "id": 7}'])
+    lines = [b'{"text": "a", "id": "x1"}', b"", b'{"text": "b", "id": 7}']
+    p = write_lines(tmp_path / "a.jsonl", lines)
     recs = list(read_records(p, field="text", id_field="id"))
     assert [(r.id, r.text, r.line) for r in recs] == [("x1", "a", 1), ("7", "b", 3)]
 

@@ -1,54 +1,191 @@
 """Packing plans: which input goes into which context window, computed on integer lengths only.
 
-(First version: straightforward implementations; the fast count-based BFD, ``optimal`` and the
-online packer replace these internals without changing the API.)
+A plan never touches tokens; collation (``ctxkit.pack.collate``) turns it into tensors. Lengths
+are the *final* lengths (collation adds any separator before asking for a plan).
+
+Strategies
+----------
+``bfd``
+    Best-fit decreasing, exact and near-linear. Lengths are integers in ``1..capacity``, so the
+    state of BFD is just how many open windows have each amount of free space. All items of one
+    length are placed in one vectorised step: a window with ``r`` free tokens takes
+    ``r // length`` of them (after the first it is still the best fit), windows are visited in
+    increasing free space, and new windows are opened for what is left. This gives the same
+    windows as item-by-item BFD (up to ties between windows with equal free space, which do not
+    change the count), in ``O(distinct lengths x capacity / 64)`` numpy steps plus one step per
+    free-space level consumed, instead of one Python step per item.
+``ffd``
+    First-fit decreasing, exact, with the same per-length batching over windows kept in blocks
+    that remember their largest free space (blocks that cannot take a length are skipped).
+``greedy``
+    Next-fit in input order: keeps the data order, fills a window until the next input does not
+    fit.
+``wrapped``
+    Concatenate every input in order and cut every ``capacity`` tokens, as pretraining does.
+    Windows are full (except the last) and inputs are cut across windows: see ``pieces``.
+``optimal``
+    Cutting stock on the length histogram (Gilmore-Gomory column generation with HiGHS, rounding
+    and repair; see :mod:`ctxkit.pack.optimal`). It starts from the BFD plan and returns the
+    better of the two, so it is never worse than ``bfd``; when BFD already reaches the lower
+    bound, it is provably optimal and returned at once.
+
+Global packing, and TRL's block loss
+------------------------------------
+TRL's ``pack_dataset`` runs BFD inside ``datasets.map(batched=True)``, i.e. separately on
+blocks of 1,000 examples. Every block ends with its own partly filled windows, so at 8,192 tokens
+(about 30 windows per block of short examples) it loses up to 7% utilisation, e.g. 29 windows for
+a lower bound of 27. ctxkit plans on the lengths of the *whole* dataset at once: a plan for
+1,000,000 lengths is a few arrays of integers and takes well under a second, so there is no
+reason to cut the data into blocks, and only the very last windows of the whole dataset can be
+partly filled. For data that does not fit in memory, :mod:`ctxkit.pack.online` packs a stream
+with a bounded buffer and reports what that costs against the global plan.
+
+Overflow (inputs longer than ``capacity``)
+------------------------------------------
+``error`` raises naming the first such input; ``split`` cuts it into ``capacity``-sized pieces
+(the last one shorter) that are packed as separate items (``wrapped`` cuts every input across
+windows by design, so there ``error`` and ``split`` both let long inputs span windows); ``truncate`` keeps the first ``capacity`` tokens; ``drop`` leaves it out. Split,
+truncated and dropped inputs are listed on the plan; zero-length inputs are never placed and
+are listed in ``empty``. So every input token is either placed exactly once or reported.
 """
 
 from __future__ import annotations
 
-import bisect
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["PackPlan", "pack_lengths", "STRATEGIES", "OVERFLOW_POLICIES"]
+__all__ = ["OVERFLOW_POLICIES", "STRATEGIES", "BinList", "PackPlan", "PieceList", "assign_bins", "pack_lengths"]
 
 STRATEGIES = ("bfd", "ffd", "wrapped", "greedy", "optimal")
 OVERFLOW_POLICIES = ("error", "split", "truncate", "drop")
+
+_EMPTY = np.zeros(0, np.int64)
+
+
+class BinList(Sequence):
+    """The windows of a plan as a read-only sequence of int64 index arrays.
+
+    Stored flat (``flat`` holds every window's entries back to back, window ``b`` is
+    ``flat[offsets[b]:offsets[b + 1]]``) so a plan of a million inputs costs a few arrays, not
+    a million objects; ``list(bins)`` gives a plain list, and vectorised consumers can use
+    ``flat``/``offsets`` directly.
+    """
+
+    __slots__ = ("flat", "offsets")
+
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray):
+        self.flat, self.offsets = flat, offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, b):
+        if isinstance(b, slice):
+            return [self[j] for j in range(*b.indices(len(self)))]
+        n = len(self)
+        if not -n <= b < n:
+            raise IndexError(f"window {b} out of range for {n} windows")
+        b %= n
+        return self.flat[self.offsets[b] : self.offsets[b + 1]]
+
+    def __iter__(self):
+        flat, off = self.flat, self.offsets.tolist()
+        return (flat[a:b] for a, b in itertools.pairwise(off))
+
+    def sizes(self) -> np.ndarray:
+        """Entries per window."""
+        return np.diff(self.offsets)
+
+    def tolist(self) -> list[list[int]]:
+        return [b.tolist() for b in self]
+
+    def __repr__(self) -> str:
+        return f"BinList({len(self)} windows, {self.flat.size} entries)"
+
+
+class PieceList(Sequence):
+    """Per window, the ``(input index, start, stop)`` token ranges, stored flat like BinList."""
+
+    __slots__ = ("offsets", "src", "start", "stop")
+
+    def __init__(self, src: np.ndarray, start: np.ndarray, stop: np.ndarray, offsets: np.ndarray):
+        self.src, self.start, self.stop, self.offsets = src, start, stop, offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, b):
+        if isinstance(b, slice):
+            return [self[j] for j in range(*b.indices(len(self)))]
+        n = len(self)
+        if not -n <= b < n:
+            raise IndexError(f"window {b} out of range for {n} windows")
+        b %= n
+        a, z = self.offsets[b], self.offsets[b + 1]
+        return list(zip(self.src[a:z].tolist(), self.start[a:z].tolist(), self.stop[a:z].tolist()))
+
+    def tolist(self) -> list[list[tuple[int, int, int]]]:
+        rows = list(zip(self.src.tolist(), self.start.tolist(), self.stop.tolist()))
+        off = self.offsets.tolist()
+        return [rows[a:b] for a, b in itertools.pairwise(off)]
+
+    def __iter__(self):
+        return iter(self.tolist())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and self.tolist() == [list(x) for x in other]
+
+    def __repr__(self) -> str:
+        return f"PieceList({len(self)} windows, {self.src.size} pieces)"
 
 
 @dataclass
 class PackPlan:
     """Where each input goes.
 
-    ``bins[b]`` is an int64 array of input indices in window ``b``. For ``wrapped`` and for
-    ``overflow="split"`` an input may occupy several windows; ``pieces`` then lists, per bin,
-    ``(index, start, stop)`` token ranges (``None`` when every input is placed whole).
+    ``bins[b]`` is an int64 array of input indices in window ``b``, in row order (a
+    :class:`BinList`; any sequence of arrays works when building a plan by hand). When an input
+    is cut (``overflow="split"`` or ``strategy="wrapped"``) it may occupy several windows and
+    ``pieces`` then lists, per window, the ``(index, start, stop)`` token ranges it holds
+    (``None`` when every input is placed whole or truncated; use :meth:`segments` either way).
+
+    Example:
+        >>> plan = pack_lengths([3, 5, 2, 6], capacity=8)
+        >>> plan.n_bins, plan.lower_bound, plan.utilization
+        (2, 2, 1.0)
+        >>> plan.segments()
+        [[(3, 0, 6), (2, 0, 2)], [(1, 0, 5), (0, 0, 3)]]
     """
 
-    bins: list[np.ndarray]
+    bins: Sequence[np.ndarray]
     capacity: int
     total_tokens: int
     strategy: str
     lengths: np.ndarray = field(repr=False)
-    pieces: list[list[tuple[int, int, int]]] | None = field(default=None, repr=False)
-    split: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    truncated: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    pieces: Sequence[list[tuple[int, int, int]]] | None = field(default=None, repr=False)
+    split: np.ndarray = field(default_factory=lambda: _EMPTY.copy())
+    truncated: np.ndarray = field(default_factory=lambda: _EMPTY.copy())
+    dropped: np.ndarray = field(default_factory=lambda: _EMPTY.copy())
     tokens_truncated: int = 0
-    empty: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    empty: np.ndarray = field(default_factory=lambda: _EMPTY.copy())
 
     def segments(self) -> list[list[tuple[int, int, int]]]:
         """Per bin, the ``(input index, start, stop)`` token ranges it holds, in row order.
 
-        This is what collation consumes: whole inputs are ``(i, 0, min(len, capacity))``;
-        split and wrapped inputs appear as several ranges across bins.
+        This is what collation consumes: whole inputs are ``(i, 0, len)``, truncated ones
+        ``(i, 0, capacity)``; split and wrapped inputs appear as several consecutive ranges.
         """
         if self.pieces is not None:
-            return self.pieces
-        return [
-            [(int(i), 0, int(min(self.lengths[i], self.capacity))) for i in b] for b in self.bins
-        ]
+            return self.pieces.tolist() if isinstance(self.pieces, PieceList) else list(self.pieces)
+        stop = np.minimum(self.lengths, self.capacity)
+        if isinstance(self.bins, BinList):
+            flat = self.bins.flat
+            return PieceList(flat, np.zeros_like(flat), stop[flat], self.bins.offsets).tolist()
+        lens = stop.tolist()
+        return [[(i, 0, lens[i]) for i in np.asarray(b).tolist()] for b in self.bins]
 
     @property
     def n_bins(self) -> int:
@@ -56,15 +193,20 @@ class PackPlan:
 
     @property
     def lower_bound(self) -> int:
+        """``ceil(total_tokens / capacity)``: no plan can use fewer windows."""
         return -(-self.total_tokens // self.capacity)
 
     @property
     def utilization(self) -> float:
-        return self.total_tokens / (self.n_bins * self.capacity) if self.bins else 0.0
+        """Real tokens / (windows x capacity); 0.0 for an empty plan."""
+        return self.total_tokens / (self.n_bins * self.capacity) if self.n_bins else 0.0
 
     @property
     def padding_tokens(self) -> int:
         return self.n_bins * self.capacity - self.total_tokens
+
+
+# --------------------------------------------------------------------------- validation
 
 
 def _validate(lengths, capacity: int, strategy: str, overflow: str) -> np.ndarray:
@@ -72,63 +214,252 @@ def _validate(lengths, capacity: int, strategy: str, overflow: str) -> np.ndarra
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {STRATEGIES}")
     if overflow not in OVERFLOW_POLICIES:
         raise ValueError(f"unknown overflow policy {overflow!r}; choose one of {OVERFLOW_POLICIES}")
-    if not isinstance(capacity, (int, np.integer)) or capacity <= 0:
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity <= 0:
         raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
     arr = np.asarray(lengths)
     if arr.ndim != 1:
         raise ValueError("lengths must be a 1-D sequence of integers")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError("lengths must be integers")
+    if arr.size and not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
+        raise ValueError(f"lengths must be integers, got dtype {arr.dtype}")
     arr = arr.astype(np.int64, copy=False)
     if arr.size and arr.min() < 0:
-        raise ValueError(f"negative length at index {int(np.argmin(arr))}")
+        bad = int(np.argmin(arr))
+        raise ValueError(f"input {bad} has negative length {int(arr[bad])}")
     return arr
 
 
-def _best_fit(order: np.ndarray, lengths: np.ndarray, capacity: int) -> list[list[int]]:
-    bins: list[list[int]] = []
-    free: list[tuple[int, int]] = []  # sorted (remaining, bin id)
-    for i in order:
-        size = int(lengths[i])
-        pos = bisect.bisect_left(free, (size, -1))
-        if pos < len(free):
-            remaining, b = free.pop(pos)
-        else:
-            remaining, b = capacity, len(bins)
-            bins.append([])
-        bins[b].append(int(i))
-        if remaining - size > 0:
-            bisect.insort(free, (remaining - size, b))
-    return bins
+# --------------------------------------------------------------------------- bin assignment
+# Each function takes item sizes (int64, all in 1..capacity) and returns (order, bin_of):
+# ``order`` lists item ids in placement order and ``bin_of[k]`` is the window of ``order[k]``.
 
 
-def _first_fit(order: np.ndarray, lengths: np.ndarray, capacity: int) -> list[list[int]]:
-    bins: list[list[int]] = []
-    remaining: list[int] = []
-    for i in order:
-        size = int(lengths[i])
-        for b, r in enumerate(remaining):
-            if r >= size:
-                bins[b].append(int(i))
-                remaining[b] -= size
+def _order_desc(sizes: np.ndarray, capacity: int) -> np.ndarray:
+    """Item ids by decreasing size, ties in input order (a radix sort on small integers)."""
+    key = capacity - sizes
+    key = key.astype(np.int16 if capacity < 2**15 else np.int32)
+    return np.argsort(key, kind="stable")
+
+
+def _new_bins(
+    first: int, size: int, count: int, capacity: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Open windows for ``count`` items of ``size``: (bin per item, free space per new bin)."""
+    per = capacity // size
+    n_new = -(-count // per)
+    ids = np.arange(first, first + n_new, dtype=np.int64)
+    assign = np.repeat(ids, per)[:count]
+    free = np.full(n_new, capacity - per * size, np.int64)
+    free[-1] = capacity - (count - (n_new - 1) * per) * size
+    return assign, free, n_new
+
+
+def _bfd(
+    sizes: np.ndarray, capacity: int, open_free: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Best-fit decreasing; ``open_free`` gives windows already open (ids 0..), by free space."""
+    order = _order_desc(sizes, capacity)
+    counts = np.bincount(sizes, minlength=capacity + 1)
+    uniq = np.flatnonzero(counts)
+    counts = counts[uniq]
+    n_level = np.zeros(capacity + 1, np.int64)  # open windows per amount of free space
+    members: list[list[np.ndarray]] = [[] for _ in range(capacity + 1)]  # their ids, in chunks
+    bin_of = np.empty(sizes.size, np.int64)
+    pos = n_bins = 0
+
+    def take_level(r: int) -> np.ndarray:
+        chunks = members[r]
+        ids = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+        members[r] = []
+        n_level[r] = 0
+        return ids
+
+    def put(r: int, ids: np.ndarray) -> None:
+        if r > 0 and ids.size:
+            members[r].append(ids)
+            n_level[r] += ids.size
+
+    if open_free is not None and open_free.size:
+        n_bins = open_free.size
+        ids = np.arange(n_bins, dtype=np.int64)
+        by_free = np.argsort(open_free, kind="stable")
+        bounds = np.flatnonzero(np.diff(open_free[by_free])) + 1
+        for group in np.split(ids[by_free], bounds):
+            put(int(open_free[group[0]]), group)
+
+    for s, k in zip(uniq[::-1].tolist(), counts[::-1].tolist()):
+        left = k
+        parts: list[np.ndarray] = []
+        lo, width = s, 64
+        # Visit free-space levels >= s in increasing order; every window there takes r // s.
+        while left and lo <= capacity:
+            hi = min(capacity + 1, lo + width)
+            width *= 4
+            levels = lo + np.flatnonzero(n_level[lo:hi])
+            lo = hi
+            if not levels.size:
+                continue
+            per = levels // s
+            cum = np.cumsum(n_level[levels] * per)
+            j = int(np.searchsorted(cum, left))  # first level that cannot be fully used
+            for r, q in zip(levels[: min(j, levels.size)].tolist(), per[:j].tolist()):
+                ids = take_level(r)
+                parts.append(np.repeat(ids, q))
+                put(r - q * s, ids)
+            if j < levels.size:
+                r, q = int(levels[j]), int(per[j])
+                rest = left - (int(cum[j - 1]) if j else 0)
+                ids = take_level(r)
+                full, extra = divmod(rest, q)
+                parts.append(np.repeat(ids[:full], q))
+                put(r - q * s, ids[:full])
+                if extra:
+                    parts.append(np.repeat(ids[full : full + 1], extra))
+                    put(r - extra * s, ids[full : full + 1])
+                put(r, ids[full + (1 if extra else 0) :])
+                left = 0
+            else:
+                left -= int(cum[-1])
+        if left:
+            assign, free, n_new = _new_bins(n_bins, s, left, capacity)
+            parts.append(assign)
+            ids = np.arange(n_bins, n_bins + n_new, dtype=np.int64)
+            n_bins += n_new
+            # all new windows but the last share one free-space level
+            put(int(free[0]), ids[:-1])
+            put(int(free[-1]), ids[-1:])
+        bin_of[pos : pos + k] = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        pos += k
+    return order, bin_of
+
+
+_BLOCK = 512
+
+
+def _ffd(sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    order = _order_desc(sizes, capacity)
+    counts = np.bincount(sizes, minlength=capacity + 1)
+    uniq = np.flatnonzero(counts)
+    counts = counts[uniq]
+    n = sizes.size
+    free = np.zeros(n + _BLOCK, np.int64)  # free space per window, in opening order
+    block_max = np.zeros(n // _BLOCK + 2, np.int64)  # largest free space per block of windows
+    bin_of = np.empty(n, np.int64)
+    pos = n_bins = 0
+    for s, k in zip(uniq[::-1].tolist(), counts[::-1].tolist()):
+        left = k
+        parts: list[np.ndarray] = []
+        n_blocks = -(-n_bins // _BLOCK)
+        for b in np.flatnonzero(block_max[:n_blocks] >= s).tolist():
+            lo, hi = b * _BLOCK, min((b + 1) * _BLOCK, n_bins)
+            seg = free[lo:hi]
+            per = seg // s  # first fit: each window in order takes all it can
+            cum = np.cumsum(per)
+            if cum[-1] >= left:
+                j = int(np.searchsorted(cum, left))
+                per = per.copy()
+                per[j] = left - (int(cum[j - 1]) if j else 0)
+                per[j + 1 :] = 0
+                left = 0
+            else:
+                left -= int(cum[-1])
+            parts.append(np.repeat(np.arange(lo, hi, dtype=np.int64), per))
+            seg -= per * s
+            block_max[b] = seg.max()
+            if not left:
                 break
-        else:
-            bins.append([int(i)])
-            remaining.append(capacity - size)
-    return bins
+        if left:
+            assign, new_free, n_new = _new_bins(n_bins, s, left, capacity)
+            parts.append(assign)
+            free[n_bins : n_bins + n_new] = new_free
+            first_block, last_block = n_bins // _BLOCK, (n_bins + n_new - 1) // _BLOCK
+            n_bins += n_new
+            for b in range(first_block, last_block + 1):
+                block_max[b] = free[b * _BLOCK : min((b + 1) * _BLOCK, n_bins)].max()
+        bin_of[pos : pos + k] = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        pos += k
+    return order, bin_of
 
 
-def _next_fit(order: np.ndarray, lengths: np.ndarray, capacity: int) -> list[list[int]]:
-    bins: list[list[int]] = []
-    used = capacity
-    for i in order:
-        size = int(lengths[i])
-        if used + size > capacity:
-            bins.append([])
-            used = 0
-        bins[-1].append(int(i))
-        used += size
-    return bins
+def _next_fit(sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    ends = np.cumsum(sizes)
+    # A window opened at item i runs up to the first item whose end passes start_i + capacity.
+    nxt = np.searchsorted(ends, ends - sizes + capacity, side="right").tolist()
+    firsts, i, n = [], 0, sizes.size
+    while i < n:  # one step per window, not per item
+        firsts.append(i)
+        i = nxt[i]
+    opened = np.zeros(n, np.int64)
+    opened[firsts] = 1
+    return np.arange(n, dtype=np.int64), np.cumsum(opened) - 1
+
+
+def assign_bins(sizes, capacity: int, strategy: str = "bfd") -> tuple[np.ndarray, np.ndarray]:
+    """Low-level: assign items of ``sizes`` (each in ``1..capacity``) to windows.
+
+    Returns ``(order, bin_of)``: item ids in placement order and the window of each of them.
+    Used by the online packer; most callers want :func:`pack_lengths`.
+
+    Example:
+        >>> order, bin_of = assign_bins(np.array([3, 5, 2, 6]), 8)
+        >>> order.tolist(), bin_of.tolist()
+        ([3, 1, 0, 2], [0, 1, 1, 0])
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if not sizes.size:
+        return _EMPTY.copy(), _EMPTY.copy()
+    if sizes.min() < 1 or sizes.max() > capacity:
+        raise ValueError("assign_bins needs sizes in 1..capacity")
+    if strategy == "bfd":
+        return _bfd(sizes, capacity)
+    if strategy == "ffd":
+        return _ffd(sizes, capacity)
+    if strategy == "greedy":
+        return _next_fit(sizes, capacity)
+    if strategy == "optimal":
+        from ctxkit.pack.optimal import optimal_assign
+
+        return optimal_assign(sizes, capacity, fallback=_bfd(sizes, capacity))
+    raise ValueError(f"assign_bins does not do strategy {strategy!r}")
+
+
+def _group(order: np.ndarray, bin_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Items grouped by window, placement order kept inside a window: (flat items, offsets)."""
+    if bin_of.size and (bin_of[1:] >= bin_of[:-1]).all():
+        flat = order  # already grouped (next-fit)
+    else:
+        flat = order[np.argsort(bin_of, kind="stable")]
+    offsets = np.zeros(int(bin_of.max()) + 2 if bin_of.size else 1, np.int64)
+    np.cumsum(np.bincount(bin_of, minlength=offsets.size - 1), out=offsets[1:])
+    return flat, offsets
+
+
+def _permute(offsets: np.ndarray, perm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Reorder ragged rows: (gather index into the old flat array, new offsets)."""
+    sizes = np.diff(offsets)[perm]
+    new_offsets = np.zeros(perm.size + 1, np.int64)
+    np.cumsum(sizes, out=new_offsets[1:])
+    take = np.arange(int(new_offsets[-1]), dtype=np.int64)
+    take += np.repeat(offsets[:-1][perm] - new_offsets[:-1], sizes)
+    return take, new_offsets
+
+
+def _wrapped_pieces(src: np.ndarray, item_len: np.ndarray, capacity: int):
+    """Concatenate items in order and cut every ``capacity`` tokens: one piece per cut part."""
+    if not item_len.size:
+        return _EMPTY, _EMPTY, _EMPTY, _EMPTY
+    ends = np.cumsum(item_len)
+    starts = ends - item_len
+    total = int(ends[-1])
+    # Merge the window edges into the (sorted) input starts; both are sorted, so no sort.
+    edges = np.arange(capacity, total, capacity)
+    at = np.searchsorted(starts, edges)
+    new = starts[np.minimum(at, starts.size - 1)] != edges
+    cuts = np.append(np.insert(starts, at[new], edges[new]), total)
+    lo, hi = cuts[:-1], cuts[1:]
+    item = np.searchsorted(ends, lo, side="right")  # the item each part falls in
+    window = lo // capacity
+    offset = lo - starts[item]
+    return window, src[item], offset, offset + (hi - lo)
 
 
 def pack_lengths(
@@ -140,41 +471,82 @@ def pack_lengths(
 ) -> PackPlan:
     """Assign inputs of the given token lengths to windows of ``capacity`` tokens.
 
+    Args:
+        lengths: non-negative integer token count per input (final lengths, separators
+            included).
+        capacity: tokens per window.
+        strategy: ``bfd`` | ``ffd`` | ``wrapped`` | ``greedy`` | ``optimal`` (module docs).
+        overflow: what to do with inputs longer than ``capacity``: ``error`` | ``split`` |
+            ``truncate`` | ``drop``.
+        seed: shuffle the windows with this seed (training wants that); ``None`` keeps the
+            order in which windows were opened. The plan is deterministic either way.
+
     Example:
         >>> plan = pack_lengths([3, 5, 2, 6], capacity=8)
         >>> plan.n_bins, plan.lower_bound
         (2, 2)
+        >>> [b.tolist() for b in plan.bins]
+        [[3, 2], [1, 0]]
+        >>> pack_lengths([10, 3], capacity=8, overflow="split").segments()
+        [[(0, 0, 8)], [(1, 0, 3), (0, 8, 10)]]
     """
     arr = _validate(lengths, capacity, strategy, overflow)
+    capacity = int(capacity)
     over = np.flatnonzero(arr > capacity)
-    if over.size and overflow == "error":
+    if over.size and overflow == "error" and strategy != "wrapped":
         raise ValueError(
             f"input {int(over[0])} has {int(arr[over[0]])} tokens, more than capacity {capacity}; "
             f"{over.size} input(s) are too long (use overflow='split', 'truncate' or 'drop')"
         )
-    eff = arr.copy()
-    dropped = truncated = np.zeros(0, np.int64)
+    empty = np.flatnonzero(arr == 0)
+    truncated = dropped = _EMPTY
     tokens_truncated = 0
+    eff = arr
     if over.size and overflow == "truncate":
         truncated, tokens_truncated = over, int((arr[over] - capacity).sum())
-        eff[over] = capacity
+        eff = np.minimum(arr, capacity)
     elif over.size and overflow == "drop":
         dropped = over
-        eff[over] = 0
-    # TODO(split): handled below with pieces
-    empty = np.flatnonzero(arr == 0)  # nothing to place; reported, never packed
-    active = np.setdiff1d(np.flatnonzero(eff > 0), dropped)
-    if strategy in ("bfd", "ffd", "optimal"):
-        order = active[np.argsort(-eff[active], kind="stable")]
-        raw = (_first_fit if strategy == "ffd" else _best_fit)(order, eff, capacity)
+        eff = np.where(arr > capacity, 0, arr)
+    active = np.flatnonzero(eff > 0)
+    total = int(eff[active].sum())
+
+    # Items: what the strategy places. An input is one item unless it is split.
+    src, item_len = active, eff[active]
+    item_start = None
+    cut = overflow == "split" and over.size > 0 and strategy != "wrapped"
+    if cut:
+        n_pieces = -(-item_len // capacity)
+        src = np.repeat(active, n_pieces)
+        first = np.cumsum(n_pieces) - n_pieces
+        k = np.arange(src.size) - np.repeat(first, n_pieces)  # piece number within its input
+        item_start = k * capacity
+        item_len = np.minimum(capacity, eff[src] - item_start)
+
+    split = over if cut else _EMPTY
+    if strategy == "wrapped":
+        window, flat, p_start, p_stop = _wrapped_pieces(src, item_len, capacity)
+        n_win = int(window[-1]) + 1 if window.size else 0
+        offsets = np.searchsorted(window, np.arange(n_win + 1))
+        split = np.flatnonzero(np.bincount(flat, minlength=arr.size) > 1)
     else:
-        raw = _next_fit(active, eff, capacity)
-    bins = [np.asarray(b, dtype=np.int64) for b in raw]
-    if seed is not None:
-        perm = np.random.default_rng(seed).permutation(len(bins))
-        bins = [bins[p] for p in perm]
+        order, bin_of = assign_bins(item_len, capacity, strategy)
+        flat_items, offsets = _group(order, bin_of)
+        flat = src[flat_items]
+        if cut:
+            p_start = item_start[flat_items]
+            p_stop = p_start + item_len[flat_items]
+
+    if seed is not None and len(offsets) > 1:
+        perm = np.random.default_rng(seed).permutation(len(offsets) - 1)
+        take, offsets = _permute(offsets, perm)
+        flat = flat[take]
+        if strategy == "wrapped" or cut:
+            p_start, p_stop = p_start[take], p_stop[take]
+    bins = BinList(flat, offsets)
+    pieces = PieceList(flat, p_start, p_stop, offsets) if strategy == "wrapped" or cut else None
     return PackPlan(
-        bins=bins, capacity=int(capacity), total_tokens=int(eff[active].sum()),
-        strategy=strategy, lengths=arr, truncated=truncated, dropped=dropped,
+        bins=bins, capacity=capacity, total_tokens=total, strategy=strategy, lengths=arr,
+        pieces=pieces, split=split, truncated=truncated, dropped=dropped,
         tokens_truncated=tokens_truncated, empty=empty,
     )

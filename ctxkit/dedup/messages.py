@@ -1,0 +1,155 @@
+"""Dedup of chat histories: repeated user or assistant turns collapse to one.
+
+``dedup_messages`` is what chat compression calls before spending budget: a re-asked
+question, a pasted-twice snippet, or a string of "thanks!" / "thank you so much" turns keep
+one copy (the latest by default, so the conversation still ends the way it did). System
+(and developer) prompts are never touched, nor are tool calls and tool results, whose
+pairing a model API checks. Turns are only compared within the same role.
+
+Example:
+    >>> msgs = [{"role": "system", "content": "Be brief."},
+    ...         {"role": "user", "content": "How do I reverse a list in Python?"},
+    ...         {"role": "assistant", "content": "Use reversed(xs) or xs[::-1]."},
+    ...         {"role": "user", "content": "thanks!"},
+    ...         {"role": "user", "content": "how do i reverse a Python list??"},
+    ...         {"role": "user", "content": "Thank you so much."}]
+    >>> out = dedup_messages(msgs)
+    >>> out.kept
+    [0, 2, 4, 5]
+    >>> [(e["index"], e["duplicate_of"], e["method"]) for e in out.ledger]
+    [(1, 4, 'minhash'), (3, 5, 'ack')]
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ctxkit.dedup.normalize import Normalization
+from ctxkit.dedup.pipeline import _methods, dedup
+
+__all__ = ["MessageDedup", "dedup_messages", "is_acknowledgement"]
+
+PROTECTED_ROLES = ("system", "developer", "tool", "function")
+_TOOL_KEYS = ("tool_calls", "tool_call_id", "function_call")
+_ACK_TOKEN = "\x01ack\x01"
+# Short courtesy turns carry no content of their own: any mix of these phrases (and
+# punctuation/emoji) counts as one acknowledgement, whatever the wording.
+_ACK = re.compile(
+    r"^(?:(?:thanks?|thank\s*(?:you|u)|thx|ty|tysm|cheers|much|so|very|a\s+lot|lots|"
+    r"many|again|ok(?:ay)?|k|great|cool|nice|awesome|perfect|excellent|wonderful|"
+    r"got\s+it|sounds\s+good|understood|appreciate(?:d)?|i|it|that|that'?s|this|is|was|"
+    r"helpful|you|yes|yep|sure|alright|all\s+right|fine|good|super|amazing|brilliant)"
+    r"[\s\W_]*)+$",
+    re.IGNORECASE,
+)
+
+
+def is_acknowledgement(text: str) -> bool:
+    """True for a turn made only of thanks/ok phrases, like "thanks!" or "Thank you so much".
+
+    Example:
+        >>> is_acknowledgement("Thank you so much!!"), is_acknowledgement("thanks, but why?")
+        (True, False)
+    """
+    text = text.strip()
+    return bool(text) and len(text) <= 80 and _ACK.match(text) is not None
+
+
+@dataclass
+class MessageDedup:
+    """Kept messages (input order), their input indices, and one ledger row per removed turn.
+
+    A ledger row: ``index`` and ``role`` of the removed turn, ``duplicate_of`` (the input
+    index of the kept turn), ``method`` (``exact``, ``ack``, ``minhash``, ``semantic``) and
+    ``similarity``.
+    """
+
+    messages: list[dict[str, Any]]
+    kept: list[int]
+    ledger: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def n_removed(self) -> int:
+        return len(self.ledger)
+
+
+def _content(message: Mapping[str, Any], index: int) -> str | None:
+    if not isinstance(message, Mapping) or "role" not in message:
+        raise ValueError(f"message {index} must be a mapping with a 'role'")
+    content = message.get("content")
+    if isinstance(content, list):  # OpenAI content parts: compare the text parts only
+        if any(isinstance(p, Mapping) and p.get("type") not in (None, "text") for p in content):
+            return None  # images/audio: not comparable as text, never removed
+        content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    return content if isinstance(content, str) else None
+
+
+def dedup_messages(
+    messages: Sequence[Mapping[str, Any]],
+    method: str | Sequence[str] = ("exact", "minhash"),
+    threshold: float | Mapping[str, float] | None = None,
+    *,
+    keep: str = "latest",
+    roles: Sequence[str] = ("user", "assistant"),
+    acknowledgements: bool = True,
+    **options: Any,
+) -> MessageDedup:
+    """Collapse near-duplicate turns of a chat history.
+
+    Args:
+        messages: ``{"role", "content", ...}`` dicts (OpenAI style), in order.
+        method: dedup stages, as for :func:`ctxkit.dedup.dedup` (add ``"semantic"`` to
+            catch paraphrased questions; it loads the embedding model).
+        threshold: as for ``dedup`` (MinHash Jaccard default 0.5, semantic cosine 0.9).
+        keep: ``"latest"`` keeps the last turn of each group, ``"first"`` the first.
+        roles: roles whose turns may be removed; system/developer prompts, tool results
+            and messages carrying tool calls are never removed whatever this says.
+        acknowledgements: treat turns made only of thanks/ok phrases as duplicates of one
+            another (method ``"ack"``).
+        options: passed to ``dedup`` (``encoder=``, ``num_perm=``...). Unless
+            ``normalization`` is given, punctuation is ignored too (short turns differ mostly
+            in "?" and "!").
+
+    Returns:
+        :class:`MessageDedup` with the kept messages (the same dict objects) and a ledger.
+    """
+    keep_rule = {"latest": "last", "last": "last", "first": "first"}.get(keep)
+    if keep_rule is None:
+        raise ValueError(f"keep must be 'latest' or 'first', got {keep!r}")
+    removable = [r for r in roles if r not in PROTECTED_ROLES]
+    norm_keys = {"normalization", "nfkc", "case", "whitespace", "punctuation"}
+    if not norm_keys & set(options) and set(_methods(method)) & {"exact", "minhash"}:
+        options["normalization"] = Normalization(punctuation=True)
+    duplicate_of = np.full(len(messages), -1, dtype=np.int64)
+    ledger: list[dict[str, Any]] = []
+    for role in removable:
+        idx, texts, acks = [], [], []
+        for i, m in enumerate(messages):
+            content = _content(m, i)
+            if m.get("role") != role or content is None or any(m.get(k) for k in _TOOL_KEYS):
+                continue
+            ack = acknowledgements and is_acknowledgement(content)
+            idx.append(i)
+            acks.append(ack)
+            texts.append(_ACK_TOKEN if ack else content)
+        if len(texts) < 2:
+            continue
+        res = dedup(texts, method, threshold, keep=keep_rule, **options)
+        for local in res.removed:
+            target = int(res.duplicate_of[local])
+            i, j = idx[local], idx[target]
+            duplicate_of[i] = j
+            both_ack = acks[local] and acks[int(res.matched[local])]
+            ledger.append({
+                "index": i, "role": role, "duplicate_of": j,
+                "method": "ack" if both_ack and res.method[local] == "exact" else res.method[local],
+                "similarity": round(float(res.similarity[local]), 6),
+            })
+    ledger.sort(key=lambda e: e["index"])
+    kept = [i for i in range(len(messages)) if duplicate_of[i] < 0]
+    return MessageDedup(messages=[messages[i] for i in kept], kept=kept, ledger=ledger)

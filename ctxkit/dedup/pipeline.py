@@ -1,0 +1,129 @@
+"""``dedup()``: one entry point for exact, MinHash and semantic dedup, alone or chained."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ctxkit.dedup.result import DedupResult, combine_stages
+
+__all__ = ["DEFAULT_THRESHOLDS", "METHODS", "dedup"]
+
+METHODS = ("exact", "minhash", "semantic")
+# exact has no threshold; MinHash: Jaccard of character 5-grams; semantic: cosine.
+DEFAULT_THRESHOLDS = {"minhash": 0.5, "semantic": 0.9}
+
+
+def _stage(name: str) -> Callable[..., DedupResult]:
+    if name == "exact":
+        from ctxkit.dedup.exact import exact_dedup
+
+        return exact_dedup
+    if name == "minhash":
+        from ctxkit.dedup.minhash import minhash_dedup
+
+        return minhash_dedup
+    if name == "semantic":
+        from ctxkit.dedup.semantic import semantic_dedup
+
+        return semantic_dedup
+    raise ValueError(f"unknown dedup method {name!r}; choose from {METHODS}")
+
+
+def _methods(method: str | Sequence[str]) -> list[str]:
+    names = [m.strip() for m in method.split(",")] if isinstance(method, str) else list(method)
+    if not names:
+        raise ValueError("method must name at least one of " + ", ".join(METHODS))
+    for name in names:
+        if name not in METHODS:
+            raise ValueError(f"unknown dedup method {name!r}; choose from {METHODS}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"method lists a stage twice: {names}")
+    return names
+
+
+def _threshold(threshold: float | Mapping[str, float] | None, name: str) -> float | None:
+    if name == "exact":
+        return None
+    if isinstance(threshold, Mapping):
+        unknown = set(threshold) - set(METHODS)
+        if unknown:
+            raise ValueError(f"threshold names unknown method(s): {sorted(unknown)}")
+        return float(threshold.get(name, DEFAULT_THRESHOLDS[name]))
+    return DEFAULT_THRESHOLDS[name] if threshold is None else float(threshold)
+
+
+def dedup(
+    texts: Sequence[str],
+    method: str | Sequence[str] = "exact",
+    threshold: float | Mapping[str, float] | None = None,
+    *,
+    keep: str = "first",
+    scores: Sequence[float] | None = None,
+    **options: Any,
+) -> DedupResult:
+    """Remove duplicate texts: ``exact``, ``minhash`` or ``semantic``, or several in order.
+
+    A list (or comma-separated string) of methods runs each stage on the survivors of the
+    one before, e.g. ``["exact", "minhash", "semantic"]``; the result always refers to
+    indices of ``texts``, and ``duplicate_of`` always points to an item that is kept.
+
+    Args:
+        texts: the texts.
+        method: ``"exact"``, ``"minhash"``, ``"semantic"``, or a sequence of them.
+        threshold: similarity at or above which two texts are duplicates: estimated Jaccard
+            of shingle sets for MinHash (default 0.5 with character 5-grams), cosine of
+            embeddings for semantic (default 0.9). One float applies to every stage that
+            has a threshold; a dict sets it per method.
+        keep: the representative kept from each cluster: ``"first"`` (earliest index),
+            ``"last"``, ``"longest"``. Clusters are transitive (connected components).
+        scores: one number per text (for example an information-density score); when given,
+            the highest-scoring member of each cluster is kept (ties: earliest).
+        options: passed to the stages that accept them (``seed``, ``num_perm``, ``ngram``,
+            ``unit``, ``normalization`` or its fields ``nfkc``/``case``/``whitespace``/
+            ``punctuation``, ``encoder``, ``partition``...);
+            an option no selected stage accepts is an error.
+
+    Example:
+        >>> texts = ["Hello world", "hello  world", "Hello world!!", "Bye"]
+        >>> dedup(texts).keep.tolist()
+        [0, 2, 3]
+        >>> r = dedup(texts, ["exact", "minhash"], threshold=0.5)
+        >>> r.keep.tolist(), r.duplicate_of.tolist(), r.method
+        ([0, 3], [-1, 0, 0, -1], ['', 'exact', 'minhash', ''])
+    """
+    names = _methods(method)
+    n = len(texts)
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TypeError(f"texts[{bad}] is {type(texts[bad]).__name__}, not str")
+    if scores is not None and len(scores) != n:
+        raise ValueError(f"scores must have one value per text ({n}), got {len(scores)}")
+    norm_keys = {"nfkc", "case", "whitespace", "punctuation"} & set(options)
+    if norm_keys:
+        # Shorthand for the normalization shared by exact and MinHash.
+        from ctxkit.dedup.normalize import Normalization
+
+        base = options.pop("normalization", None) or Normalization()
+        options["normalization"] = base.with_options(**{k: options.pop(k) for k in norm_keys})
+    stages = [(name, _stage(name)) for name in names]
+    accepted = {name: set(inspect.signature(fn).parameters) for name, fn in stages}
+    unused = set(options) - set().union(*accepted.values())
+    if unused:
+        raise TypeError(f"option(s) {sorted(unused)} not accepted by method(s) {names}")
+    alive = np.arange(n, dtype=np.int64)
+    results: list[tuple[np.ndarray, DedupResult]] = []
+    score_arr = None if scores is None else np.asarray(scores, dtype=np.float64)
+    for name, fn in stages:
+        sub = [texts[i] for i in alive]
+        kwargs = {k: v for k, v in options.items() if k in accepted[name]}
+        thr = _threshold(threshold, name)
+        if thr is not None:
+            kwargs["threshold"] = thr
+        res = fn(sub, keep=keep, scores=None if score_arr is None else score_arr[alive], **kwargs)
+        results.append((alive, res))
+        alive = alive[res.keep]
+    return combine_stages(n, results)

@@ -1,0 +1,172 @@
+"""The result every dedup method returns, and how staged results combine."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DedupResult", "combine_stages", "result_from_representatives"]
+
+
+@dataclass
+class DedupResult:
+    """What a dedup pass kept and why it removed the rest.
+
+    Attributes:
+        keep: sorted indices of the kept items (cluster representatives and singletons).
+        duplicate_of: per item, -1 when kept, else the index of the *kept* item it duplicates.
+        clusters: every group of two or more items, representative first, then the removed
+            members in ascending order.
+        method: per item, the stage that removed it (``"exact"``, ``"minhash"``,
+            ``"semantic"``), ``""`` when kept.
+        similarity: per item, its similarity to the item it was matched to in that stage
+            (1.0 for exact; for MinHash the Jaccard of the shingle sets, exact or estimated as
+            its ``verify`` option says; cosine for semantic); NaN when kept.
+            Clusters are transitive, so this can be below the threshold when the item was
+            linked to its representative through another member.
+        matched: per item, the item it was directly merged into at its stage (before later
+            stages moved that item's own cluster); equals ``duplicate_of`` after one stage.
+        pairs: ``(m, 2)`` verified similar pairs ``i < j`` (empty for exact).
+        pair_scores: the similarity of each pair.
+
+    Example:
+        >>> r = result_from_representatives(np.array([0, 0, 2]), np.array([1.0, 1.0, np.nan]), "exact")
+        >>> r.keep.tolist(), r.duplicate_of.tolist(), r.clusters
+        ([0, 2], [-1, 0, -1], [[0, 1]])
+    """
+
+    keep: np.ndarray
+    duplicate_of: np.ndarray
+    clusters: list[list[int]]
+    method: list[str]
+    similarity: np.ndarray
+    matched: np.ndarray
+    pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.int64))
+    pair_scores: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.float64))
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.duplicate_of)
+
+    @property
+    def removed(self) -> np.ndarray:
+        """Indices of removed items, ascending."""
+        return np.flatnonzero(self.duplicate_of >= 0)
+
+    @property
+    def n_removed(self) -> int:
+        return int((self.duplicate_of >= 0).sum())
+
+    def ledger(self, ids: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+        """One entry per removed item: its id, the kept id it duplicates, method, similarity.
+
+        ``ids`` maps indices to user ids (defaults to the indices).
+
+        Example:
+            >>> r = result_from_representatives(np.array([0, 0]), np.array([1.0, 1.0]), "exact")
+            >>> r.ledger(ids=["a", "b"])
+            [{'id': 'b', 'duplicate_of': 'a', 'method': 'exact', 'similarity': 1.0}]
+        """
+        name = (lambda i: int(i)) if ids is None else (lambda i: ids[int(i)])
+        rows = []
+        for i in self.removed:
+            row = {
+                "id": name(i),
+                "duplicate_of": name(self.duplicate_of[i]),
+                "method": self.method[i],
+                "similarity": round(float(self.similarity[i]), 6),
+            }
+            if self.matched[i] != self.duplicate_of[i]:
+                row["matched"] = name(self.matched[i])
+            rows.append(row)
+        return rows
+
+
+def _clusters(duplicate_of: np.ndarray) -> list[list[int]]:
+    removed = np.flatnonzero(duplicate_of >= 0)
+    if len(removed) == 0:
+        return []
+    reps = duplicate_of[removed]
+    order = np.lexsort((removed, reps))
+    reps, removed = reps[order], removed[order]
+    cuts = np.flatnonzero(np.diff(reps)) + 1
+    return [[int(r[0]), *map(int, m)] for r, m in zip(np.split(reps, cuts), np.split(removed, cuts))]
+
+
+def result_from_representatives(
+    rep: np.ndarray,
+    similarity: np.ndarray,
+    method: str,
+    pairs: np.ndarray | None = None,
+    pair_scores: np.ndarray | None = None,
+    info: dict[str, Any] | None = None,
+) -> DedupResult:
+    """Build a :class:`DedupResult` from each item's representative (itself when kept)."""
+    rep = np.asarray(rep, dtype=np.int64)
+    n = len(rep)
+    idx = np.arange(n, dtype=np.int64)
+    kept = rep == idx
+    duplicate_of = np.where(kept, -1, rep)
+    sim = np.where(kept, np.nan, np.asarray(similarity, dtype=np.float64))
+    return DedupResult(
+        keep=idx[kept],
+        duplicate_of=duplicate_of,
+        clusters=_clusters(duplicate_of),
+        method=["" if k else method for k in kept],
+        similarity=sim,
+        matched=duplicate_of.copy(),
+        pairs=np.empty((0, 2), np.int64) if pairs is None else np.asarray(pairs, np.int64).reshape(-1, 2),
+        pair_scores=np.empty(0) if pair_scores is None else np.asarray(pair_scores, np.float64),
+        info=dict(info or {}),
+    )
+
+
+def combine_stages(n: int, stages: list[tuple[np.ndarray, DedupResult]]) -> DedupResult:
+    """Chain stage results: stage k ran on the items ``alive_k`` that survived stage k-1.
+
+    Each removed item first points at the survivor it matched; later stages may remove that
+    survivor too, so pointers are followed until they reach an item that is finally kept.
+    """
+    matched = np.full(n, -1, dtype=np.int64)
+    similarity = np.full(n, np.nan)
+    method = [""] * n
+    pairs, scores = [], []
+    info: dict[str, Any] = {}
+    for alive, res in stages:
+        local = res.removed
+        glob = alive[local]
+        matched[glob] = alive[res.duplicate_of[local]]
+        similarity[glob] = res.similarity[local]
+        for g in glob:
+            method[g] = _stage_name(res)
+        pairs.append(alive[res.pairs] if len(res.pairs) else np.empty((0, 2), np.int64))
+        scores.append(res.pair_scores)
+        info[_stage_name(res)] = res.info
+    duplicate_of = matched.copy()
+    while True:  # each pass moves every pointer one stage forward; at most len(stages) passes
+        removed = duplicate_of >= 0
+        nxt = np.where(removed, duplicate_of, 0)
+        hop = removed & (duplicate_of[nxt] >= 0)
+        if not hop.any():
+            break
+        duplicate_of[hop] = duplicate_of[nxt[hop]]
+    idx = np.arange(n, dtype=np.int64)
+    return DedupResult(
+        keep=idx[duplicate_of < 0],
+        duplicate_of=duplicate_of,
+        clusters=_clusters(duplicate_of),
+        method=method,
+        similarity=similarity,
+        matched=matched,
+        pairs=np.concatenate(pairs) if pairs else np.empty((0, 2), np.int64),
+        pair_scores=np.concatenate(scores) if scores else np.empty(0),
+        info=info,
+    )
+
+
+def _stage_name(res: DedupResult) -> str:
+    return str(res.info.get("method", ""))

@@ -1,0 +1,88 @@
+"""Run the whole benchmark suite: ``python -m evals [--quick] [--only a,b] [--out DIR]``.
+
+Each benchmark runs as its own process (``python -m evals.<name>``) so one benchmark's memory
+and threads never disturb the next. Every ``<name>.json`` it writes is stamped with the
+command, the git commit and the machine, then the README block can be regenerated with
+``python -m evals.readme``. ``--quick`` is the CI smoke mode: seconds per benchmark, on
+generated data when ``../shared/data`` is absent, so the harness cannot rot unnoticed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from evals._common import machine_info
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ("packing", "dedup", "embedding", "compression", "distributed")
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                             text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def available() -> list[str]:
+    return [name for name in BENCHMARKS if (ROOT / "evals" / f"{name}.py").exists()]
+
+
+def stamp(json_path: Path, command: str, quick: bool) -> None:
+    """Add command, commit and machine to a benchmark's JSON (atomically)."""
+    from ctxkit.records import write_json
+
+    data = json.loads(json_path.read_text(encoding="utf-8"))
+    data.setdefault("machine", machine_info())
+    data["command"] = command
+    data["git_commit"] = git_commit()
+    data["quick"] = quick
+    write_json(json_path, data)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run ctxkit's benchmark suite.")
+    parser.add_argument("--quick", action="store_true", help="smoke mode: seconds, small data")
+    parser.add_argument("--only", default="", help="subset of " + ",".join(BENCHMARKS))
+    parser.add_argument("--out", type=Path, default=ROOT / "evals" / "results")
+    args = parser.parse_args(argv)
+    names = available()
+    if args.only:
+        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = sorted(set(wanted) - set(names))
+        if unknown:
+            parser.error(f"unknown or missing benchmark(s): {unknown}; available: {names}")
+        names = wanted
+    failures = []
+    for name in names:
+        cmd = [sys.executable, "-m", f"evals.{name}", "--out", str(args.out)]
+        if args.quick:
+            cmd.append("--quick")
+        shown = f"python -m evals.{name}" + (" --quick" if args.quick else "")
+        print(f"== {shown}", flush=True)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=ROOT)
+        seconds = time.perf_counter() - t0
+        result = args.out / f"{name}.json"
+        if proc.returncode != 0 or not result.exists():
+            failures.append(name)
+            print(f"!! {name} failed (exit {proc.returncode}) after {seconds:.1f} s", flush=True)
+            continue
+        stamp(result, shown, args.quick)
+        print(f"   {name} done in {seconds:.1f} s -> {result}", flush=True)
+    if failures:
+        print(f"failed: {', '.join(failures)}")
+        return 1
+    print(f"benchmarks: {len(names)} ran, none failed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

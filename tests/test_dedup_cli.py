@@ -1,0 +1,88 @@
+"""`ctxkit dedup`: kept records, a report entry for every removal, clear errors for bad input."""
+
+import json
+
+import pytest
+
+from ctxkit.cli import main
+
+ROWS = [
+    {"id": "a", "text": "The quick brown fox jumps over the lazy dog"},
+    {"id": "b", "text": "the quick brown fox  jumps over the lazy dog"},
+    {"id": "c", "text": "The quick brown fox jumped over the lazy dog!"},
+    {"id": "d", "text": "Something else entirely"},
+    {"id": "e", "text": ""},
+    {"id": "f", "text": "  "},
+]
+
+
+def write_input(path, rows=ROWS, extra_lines=()):
+    lines = [json.dumps(r).encode() for r in rows] + list(extra_lines)
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def run(*args):
+    return main([str(a) for a in args])
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("method", ["exact", "exact,minhash", "minhash"])
+def test_every_removal_is_reported(tmp_path, method):
+    src = write_input(tmp_path / "in.jsonl")
+    out, rep = tmp_path / "out.jsonl", tmp_path / "dups.json"
+    assert run("dedup", src, "-o", out, "--method", method, "--id-field", "id", "--report", rep,
+               "--no-progress") == 0
+    kept = [r["id"] for r in read_jsonl(out)]
+    report = json.loads(rep.read_text())
+    removed = {d["id"]: d for d in report["duplicates"]}
+    assert sorted(kept + list(removed)) == [r["id"] for r in ROWS]  # nothing lost, nothing twice
+    assert report["kept"] == len(kept) and report["removed"] == len(removed)
+    for entry in removed.values():
+        assert entry["duplicate_of"] in kept
+        assert set(entry) >= {"id", "duplicate_of", "method", "similarity", "line"}
+    if "exact" in method:
+        assert removed["b"]["method"] == "exact" and removed["f"]["duplicate_of"] == "e"
+    if "minhash" in method:
+        assert removed["c"] == {**removed["c"], "duplicate_of": "a", "method": "minhash"}
+
+
+def test_non_utf8_and_bad_json_lines(tmp_path, capsys):
+    src = write_input(tmp_path / "in.jsonl", extra_lines=[b'{"id": "g", "text": "caf\xe9"}', b"{oops"])
+    out, rep = tmp_path / "out.jsonl", tmp_path / "dups.json"
+    assert run("dedup", src, "-o", out, "--no-progress") == 2
+    assert "in.jsonl:7" in capsys.readouterr().err.replace("\n", "")
+    assert not out.exists()  # nothing half-written
+    assert run("dedup", src, "-o", out, "--skip-bad", "--report", rep, "--no-progress") == 0
+    report = json.loads(rep.read_text())
+    assert [(s["line"], s["reason"][:15]) for s in report["skipped"]] == [
+        (7, "not valid UTF-8"), (8, "invalid JSON: E")]
+    assert report["records"] == len(ROWS) == report["kept"] + report["removed"]
+
+
+def test_parquet_output_and_messages_template(tmp_path):
+    import pyarrow.parquet as pq
+
+    src = write_input(tmp_path / "in.jsonl", rows=[
+        {"messages": [{"role": "user", "content": "hi there"}]},
+        {"messages": [{"role": "user", "content": "Hi there!"}]},
+    ])
+    out = tmp_path / "out.parquet"
+    assert run("dedup", src, "-o", out, "--template", "messages", "--ignore-punctuation",
+               "--no-progress") == 0
+    assert pq.read_table(out).num_rows == 1
+
+
+def test_usage_errors(tmp_path, capsys):
+    src = write_input(tmp_path / "in.jsonl")
+    out = tmp_path / "out.jsonl"
+    assert run("dedup", tmp_path / "missing.jsonl", "-o", out) == 2
+    assert run("dedup", src, "-o", out, "--method", "fuzzy") == 2
+    assert run("dedup", src, "-o", out, "--threshold", "1.5") == 2
+    assert run("dedup", src, "-o", out, "--threshold", "high") == 2
+    assert run("dedup", src, "-o", tmp_path / "out.csv") == 2
+    err = capsys.readouterr().err
+    assert "not found" in err and "fuzzy" in err and "--threshold" in err and ".csv" in err

@@ -1,0 +1,263 @@
+"""MinHash: shingling, datasketch equivalence and interop, estimate accuracy, LSH, clusters."""
+
+import random
+
+import numpy as np
+import pytest
+from datasketch import LeanMinHash, MinHash, MinHashLSH
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxkit.dedup.minhash import (
+    band_keys,
+    candidate_pairs,
+    candidate_probability,
+    choose_bands,
+    datasketch_hashfunc,
+    empty_rows,
+    estimate_jaccard,
+    exact_jaccard,
+    from_datasketch,
+    hash_values,
+    minhash_dedup,
+    pair_jaccard,
+    permutations,
+    shingle_sets,
+    signatures,
+    signatures_from_hashes,
+    to_datasketch,
+    verify_pairs,
+)
+from ctxkit.dedup.normalize import Normalization, normalize_texts
+from ctxkit.dedup.shingle import shingle_hash, shingle_hashes, shingles
+from ctxkit.dedup.unionfind import UnionFind, connected_components, representatives
+
+TEXT = st.text(alphabet="ab c\té\U0001f600\u3000x", max_size=14)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(TEXT, max_size=5), st.sampled_from(["char", "word"]), st.integers(1, 5))
+def test_vectorized_shingles_match_reference(texts, unit, n):
+    h, off = shingle_hashes(texts, n=n, unit=unit)
+    for i, text in enumerate(texts):
+        assert h[off[i]:off[i + 1]].tolist() == [shingle_hash(s) for s in shingles(text, n, unit)]
+
+
+def corpus(seed=0, n=40):
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(300)]
+    return [" ".join(rng.choice(vocab) for _ in range(rng.randint(0, 60))) for _ in range(n)] + ["", "x", "ab"]
+
+
+@pytest.mark.parametrize("scheme", ["affine32", "affine64"])
+def test_sha1_signatures_equal_datasketch_default(scheme):
+    texts = corpus()
+    sig = signatures(texts, num_perm=64, seed=5, hashfunc="sha1", scheme=scheme)
+    for text, row in zip(normalize_texts(texts), sig):
+        m = MinHash(num_perm=64, seed=5, scheme=scheme)
+        m.update_batch([s.encode("utf-8") for s in shingles(text, 5)])
+        assert np.array_equal(m.hashvalues, row)
+
+
+@pytest.mark.parametrize("unit", ["char", "word"])
+def test_fast_signatures_equal_datasketch_with_ctxkit_hashfunc(unit):
+    texts = corpus(1)
+    sig = signatures(texts, num_perm=32, seed=9, unit=unit, ngram=3)
+    for text, row in zip(normalize_texts(texts), sig):
+        m = MinHash(num_perm=32, seed=9, hashfunc=datasketch_hashfunc())
+        m.update_batch(shingles(text, 3, unit))
+        assert np.array_equal(m.hashvalues, row)
+
+
+def test_permutations_are_datasketchs():
+    a, b = permutations(16, seed=3)
+    assert np.array_equal(np.stack([a, b]), MinHash(num_perm=16, seed=3).permutations)
+
+
+def test_datasketch_lsh_loads_ctxkit_signatures():
+    texts = ["the cat sat on the mat today", "the cat sat on the mat today!", "dogs bark at night", ""]
+    raw = Normalization(nfkc=False, case=False, whitespace=False)
+    sig = signatures(texts, num_perm=128, seed=1, hashfunc="sha1", normalization=raw)
+    lean = to_datasketch(sig, seed=1)
+    assert all(isinstance(m, LeanMinHash) for m in lean)
+    # An index built by datasketch itself from its own default MinHash of raw shingles...
+    lsh = MinHashLSH(threshold=0.5, num_perm=128)
+    for i, text in enumerate(texts[:3]):
+        m = MinHash(num_perm=128, seed=1)
+        m.update_batch([s.encode() for s in shingles(text, 5)])
+        lsh.insert(f"d{i}", m)
+    # ...answers queries made with ctxkit signatures.
+    assert sorted(lsh.query(lean[1])) == ["d0", "d1"]
+    assert lsh.query(lean[2]) == ["d2"]
+    assert lean[0].jaccard(lean[1]) == pytest.approx(estimate_jaccard(sig, np.array([[0, 1]]))[0])
+    assert np.array_equal(from_datasketch(lean), sig)
+    # and a ctxkit-built index of LeanMinHash works too.
+    lsh2 = MinHashLSH(threshold=0.5, num_perm=128)
+    for i, m in enumerate(lean):
+        lsh2.insert(i, m)
+    assert sorted(lsh2.query(lean[0])) == [0, 1]
+
+
+def random_pair(rng, size_a, size_b, shared):
+    """Two word sets with a known overlap; exact Jaccard = shared / (a + b - shared)."""
+    base = rng.sample(range(10**6), size_a + size_b - shared)
+    a = base[:size_a]
+    b = base[:shared] + base[size_a:]
+    return " ".join(f"t{x}" for x in a), " ".join(f"t{x}" for x in b), shared / (size_a + size_b - shared)
+
+
+def test_jaccard_estimate_no_worse_than_datasketch():
+    rng = random.Random(42)
+    ours, theirs = [], []
+    for k in range(150):
+        size_a, size_b = rng.randint(20, 200), rng.randint(20, 200)
+        shared = rng.randint(0, min(size_a, size_b))
+        a, b, truth = random_pair(rng, size_a, size_b, shared)
+        sig = signatures([a, b], num_perm=128, seed=k, unit="word", ngram=1)
+        ours.append(abs(estimate_jaccard(sig, np.array([[0, 1]]))[0] - truth))
+        ma, mb = MinHash(num_perm=128, seed=k), MinHash(num_perm=128, seed=k)
+        ma.update_batch([w.encode() for w in a.split()])
+        mb.update_batch([w.encode() for w in b.split()])
+        theirs.append(abs(ma.jaccard(mb) - truth))
+    mae, mae_ds = np.mean(ours), np.mean(theirs)
+    # Same estimator, different shingle hash: equal up to sampling noise (~0.03 MAE each).
+    assert mae <= mae_ds * 1.1, (mae, mae_ds)
+    assert mae < 0.04
+
+
+def test_pair_jaccard_is_exact():
+    rng = random.Random(5)
+    texts = ["".join(rng.choice("abcd ") for _ in range(rng.randint(0, 25))) for _ in range(30)]
+    values, offsets = hash_values(texts)
+    keys, set_offsets = shingle_sets(values, offsets)
+    pairs = np.array([(i, j) for i in range(30) for j in range(i, 30)])
+    want = [exact_jaccard(texts[i], texts[j]) for i, j in pairs]
+    for chunk in (3, 1 << 22):
+        assert pair_jaccard(keys, set_offsets, pairs, chunk=chunk).tolist() == pytest.approx(want)
+
+
+def test_exact_jaccard_reference():
+    assert exact_jaccard("abcdef", "abcdef") == 1.0
+    assert exact_jaccard("abcdef", "abcdeg") == pytest.approx(1 / 3)
+    assert exact_jaccard("", "") == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=30),
+       st.integers(1, 6))
+def test_candidate_pairs_match_brute_force(rows, max_bucket):
+    keys = np.array(rows, dtype=np.uint64)
+    got = {tuple(p) for p in candidate_pairs(keys, max_bucket=1000).tolist()}
+    n = len(keys)
+    want = {(i, j) for i in range(n) for j in range(i + 1, n) if (keys[i] == keys[j]).any()}
+    assert got == want
+    # With small buckets (star + chain) the pairs change but the components do not.
+    capped = candidate_pairs(keys, max_bucket=max_bucket)
+    assert np.array_equal(connected_components(n, capped), connected_components(n, np.array(sorted(want)).reshape(-1, 2)))
+
+
+def test_choose_bands_targets_recall():
+    for t in (0.3, 0.5, 0.7, 0.8, 0.9):
+        b, r = choose_bands(t, 128)
+        assert b * r <= 128
+        assert candidate_probability(t, b, r) >= 0.995
+        assert r == 1 or candidate_probability(t, 128 // (r + 1), r + 1) < 0.995
+    with pytest.raises(ValueError):
+        choose_bands(0.0)
+
+
+def test_band_keys_and_verification():
+    sig = np.array([[1, 2, 3, 4], [1, 2, 9, 9], [5, 6, 3, 4]], dtype=np.uint32)
+    keys = band_keys(sig, 2, 2)
+    assert keys[0, 0] == keys[1, 0] and keys[0, 1] == keys[2, 1] and keys[1, 1] != keys[2, 1]
+    cand = candidate_pairs(keys)
+    assert cand.tolist() == [[0, 1], [0, 2]]
+    pairs, scores = verify_pairs(sig, cand, 0.5)
+    assert pairs.tolist() == [[0, 1], [0, 2]] and scores.tolist() == [0.5, 0.5]
+    with pytest.raises(ValueError, match="exceeds num_perm"):
+        band_keys(sig, 3, 2)
+
+
+def test_union_find_transitivity():
+    # a~b and b~c put a, b, c in one cluster even though a and c were never compared.
+    labels = connected_components(6, np.array([[0, 1], [1, 2], [4, 5]]))
+    assert labels.tolist() == [0, 0, 0, 3, 4, 4]
+    uf = UnionFind()
+    for i, j in [(5, 4), (2, 1), (1, 0)]:
+        uf.union(i, j)
+    uf.find(3)
+    assert uf.labels().tolist() == labels.tolist()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 20).flatmap(
+    lambda n: st.tuples(st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=30))))
+def test_union_find_equals_components(case):
+    n, edges = case
+    uf = UnionFind(n)
+    for i, j in edges:
+        uf.union(i, j)
+    cc = connected_components(n, np.array(edges, dtype=np.int64).reshape(-1, 2))
+    assert uf.labels().tolist() == cc.tolist()
+    rep = representatives(cc, np.arange(n, dtype=float))  # highest index wins
+    for i in range(n):
+        assert rep[i] == max(j for j in range(n) if cc[j] == cc[i])
+
+
+def test_empty_and_one_word_texts():
+    texts = ["", "", "word", "word", "Word.", "a", "A", "   "]
+    sig = signatures(texts, num_perm=32)
+    assert empty_rows(sig).tolist() == [True, True, False, False, False, False, False, True]
+    res = minhash_dedup(texts, threshold=0.9)
+    # Empty texts are left to the exact stage; identical one-word texts match.
+    assert res.duplicate_of.tolist() == [-1, -1, -1, 2, -1, -1, 5, -1]
+
+
+def test_finds_injected_near_duplicates():
+    rng = random.Random(3)
+    vocab = [f"word{i}" for i in range(2000)]
+    originals = [" ".join(rng.choice(vocab) for _ in range(80)) for _ in range(60)]
+    texts = list(originals)
+    truth = {}
+    for i in range(0, 60, 3):
+        words = originals[i].split()
+        for k in rng.sample(range(len(words)), 5):  # ~6% word edits
+            words[k] = rng.choice(vocab)
+        truth[len(texts)] = i
+        texts.append(" ".join(words).upper())
+    for verify in ("exact", "estimate"):
+        res = minhash_dedup(texts, threshold=0.5, verify=verify)
+        assert {i: int(res.duplicate_of[i]) for i in res.removed} == truth
+        assert res.info["bands"] * res.info["rows"] <= 128
+        assert (res.pair_scores >= 0.5).all() and len(res.pairs) == len(truth)
+
+
+def test_deterministic_with_seed():
+    texts = corpus(7, 60)
+    a = signatures(texts, seed=11)
+    assert np.array_equal(a, signatures(texts, seed=11))
+    assert not np.array_equal(a, signatures(texts, seed=12))
+    # Batching and chunking never change the result.
+    assert np.array_equal(a, signatures(texts, seed=11, batch_size=7))
+    values, offsets = shingle_hashes(normalize_texts(texts))
+    v32 = (values >> np.uint64(32)).astype(np.uint32)
+    assert np.array_equal(a, signatures_from_hashes(v32, offsets, 128, 11, chunk=5))
+    for verify in ("exact", "estimate"):
+        r1, r2 = minhash_dedup(texts, 0.3, seed=4, verify=verify), minhash_dedup(texts, 0.3, seed=4, verify=verify)
+        assert r1.duplicate_of.tolist() == r2.duplicate_of.tolist()
+        assert np.array_equal(r1.pairs, r2.pairs) and np.array_equal(r1.pair_scores, r2.pair_scores)
+
+
+def test_bad_parameters():
+    with pytest.raises(ValueError, match="num_perm"):
+        signatures(["a"], num_perm=0)
+    with pytest.raises(ValueError, match="unit"):
+        signatures(["a"], unit="line")
+    with pytest.raises(ValueError, match="scheme"):
+        signatures(["a"], scheme="legacy")
+    with pytest.raises(ValueError, match="threshold"):
+        minhash_dedup(["a"], threshold=1.5)
+    with pytest.raises(ValueError, match="both bands and rows"):
+        minhash_dedup(["a"], bands=4)
+    with pytest.raises(ValueError, match="verify"):
+        minhash_dedup(["a"], verify="maybe")
