@@ -259,7 +259,9 @@ def pack(
     window_of = np.full(n, -1, dtype=np.int64)
     slot_of = np.zeros(n, dtype=np.int64)
     if bins:
-        members = np.concatenate(bins)
+        # BinList keeps the windows flat; plain lists of arrays work too.
+        members = getattr(plan.bins, "flat", None)
+        members = np.concatenate(bins) if members is None else members
         sizes = np.array([len(b) for b in bins])
         window_of[members] = np.repeat(np.arange(len(bins)), sizes)
         slot_of[members] = np.arange(len(members)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
