@@ -16,6 +16,9 @@ import pytest
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data")
 
+# Ray's own DataContext copies touch deprecated settings; not ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
 from ctxkit.distributed import (  # noqa: E402
     RayMissingError,
     embed,
@@ -326,3 +329,22 @@ def test_run_command_dedup_and_pack(ray_session, tmp_path):
     assert rows["windows"] == len(windows)
     assert rows["skipped (empty/dropped)"] == 2
     assert sorted(r for w in windows for r in w["rows"]) == [i for i, t in enumerate(texts) if t]
+
+
+def test_run_command_embed_matches_packed_encoder(ray_session, tmp_path):
+    """The real PackedEncoder in a CPU actor, vectors in input order (.npy): equal to encode()."""
+    pytest.importorskip("ctxkit.embed")
+    import json
+
+    from ctxkit.distributed import run_command
+    from ctxkit.embed import PackedEncoder
+
+    texts = ["A short one.", "", "Packed rows keep each document's own [CLS] and [SEP].",
+             "ünïcode и 日本語 text", "word " * 300]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    rows = dict(run_command("embed", "local", src, tmp_path / "v.npy", batch_size=2))
+    got = np.load(tmp_path / "v.npy")
+    want = PackedEncoder(device="cpu").encode(texts)
+    assert rows["texts"] == len(texts) and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
