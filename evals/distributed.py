@@ -131,8 +131,8 @@ def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
     out["pack_block_bfd"] = {"items": n, "seconds": t, "per_s": n / t, "unit": "sequences"}
     out["tokens_per_text"] = float(lengths.mean())
     try:
-        from ctxkit.distributed.minhash import _band_rows, _bucket_pairs, _score_pairs, _sign_block
         from ctxkit.dedup.minhash import choose_bands
+        from ctxkit.distributed.minhash import _band_rows, _bucket_pairs, _score_pairs, _sign_block
     except ImportError as exc:
         out["minhash"] = f"skipped: {exc}"
     else:
@@ -191,7 +191,6 @@ def end_to_end(texts: list[str], workers: int, repeat: int, quick: bool) -> dict
     ds = ds.materialize()  # the input is in the object store, as after a read
     try:
         from ctxkit.dedup import dedup
-
         from ctxkit.distributed import minhash_dedup
     except ImportError as exc:
         out["minhash"] = f"skipped: {exc}"
@@ -202,9 +201,9 @@ def end_to_end(texts: list[str], workers: int, repeat: int, quick: bool) -> dict
                                          "removed": ref.n_removed}
         # Quick runs skip the hash shuffle: its aggregator actors cost ~10 s per shuffle here.
         for shuffle in ("sort",) if quick else ("sort", "hash"):
-            got = {}
+            got: dict[str, Any] = {}
 
-            def run() -> None:
+            def run(got: dict = got, shuffle: str = shuffle) -> None:
                 got["r"] = minhash_dedup(ds, threshold=0.5, shuffle=shuffle)
 
             if not quick:
@@ -220,9 +219,9 @@ def end_to_end(texts: list[str], workers: int, repeat: int, quick: bool) -> dict
     tds = ray.data.from_items([{"n": int(x)} for x in lengths],
                               override_num_blocks=blocks).materialize()
     for mode in ("global", "block"):
-        box = {}
+        box: dict[str, Any] = {}
 
-        def run() -> None:
+        def run(box: dict = box, mode: str = mode) -> None:
             res = pack(tds, 2048, column="n", mode=mode, overflow="truncate")
             box["u"] = window_utilization(res.windows, 2048)
 

@@ -34,7 +34,7 @@ def _format_of(path: str) -> str:
     if p.is_dir():
         found = {_FORMATS[f.suffix.lower()] for f in p.iterdir() if f.suffix.lower() in _FORMATS}
         if len(found) != 1:
-            raise ValueError(f"directory {path} must hold .jsonl/.json or .parquet files (one kind)")
+            raise ValueError(f"directory {path} must hold .jsonl/.json or .parquet files, one kind")
         return found.pop()
     suffix = p.suffix.lower()
     if suffix not in _FORMATS:
@@ -127,8 +127,8 @@ def _dedup(input_path, output, field, id_field, report_path, method="minhash", t
     if isinstance(threshold, dict):
         threshold = threshold.get("minhash")
     ds = read_dataset(input_path, [field] + ([id_field] if id_field else []))
-    out = minhash_dedup(ds, column=field, threshold=threshold, num_perm=num_perm, id_column=id_field,
-                        ngram=ngram, unit=unit, seed=seed, keep=keep)
+    out = minhash_dedup(ds, column=field, threshold=threshold, num_perm=num_perm,
+                        id_column=id_field, ngram=ngram, unit=unit, seed=seed, keep=keep)
     where = _write(out.kept, output)
     removed = out.report.take_all()
     if report_path is not None:

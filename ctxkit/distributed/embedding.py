@@ -7,8 +7,9 @@ packs them into token-sized rows itself). On a cluster with GPUs there is one ac
 allow. Vectors come out next to their ids, so the output can be written in any order.
 
 Example:
-    >>> vecs = embed(ray.data.read_json("docs.jsonl"), column="text", id_column="id")  # doctest: +SKIP
-    >>> vecs.write_parquet("vectors/")                                                  # doctest: +SKIP
+    >>> docs = ray.data.read_json("docs.jsonl", lines=True)    # doctest: +SKIP
+    >>> vecs = embed(docs, column="text", id_column="id")       # doctest: +SKIP
+    >>> vecs.write_parquet("vectors/")                           # doctest: +SKIP
 """
 
 from __future__ import annotations

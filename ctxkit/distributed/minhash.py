@@ -265,8 +265,9 @@ def minhash_dedup(
     two shuffles (default: the dataset context's strategy; see ``docs/scaling.md``).
 
     Example:
-        >>> ds = ray.data.from_items([{"text": "a b c d e f"}, {"text": "a b c d e f!"}])  # doctest: +SKIP
-        >>> minhash_dedup(ds, threshold=0.7).result.duplicate_of.tolist()                  # doctest: +SKIP
+        >>> ds = ray.data.from_items([{"text": "a b c d e f"},
+        ...                           {"text": "a b c d e f!"}])        # doctest: +SKIP
+        >>> minhash_dedup(ds, threshold=0.7).result.duplicate_of.tolist()  # doctest: +SKIP
         [-1, 0]
     """
     ray = require_ray()
@@ -282,7 +283,8 @@ def minhash_dedup(
     if verify not in ("exact", "estimate"):
         raise ValueError(f"verify must be 'exact' or 'estimate', got {verify!r}")
     names = ds.columns() or []
-    for name, what in ((column, "column"), (id_column, "id_column"), (score_column, "score_column")):
+    given = ((column, "column"), (id_column, "id_column"), (score_column, "score_column"))
+    for name, what in given:
         if name is not None and name not in names:
             raise ValueError(f"{what} {name!r} is not a column of the dataset (columns: {names})")
     if bands is None:

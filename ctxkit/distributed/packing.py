@@ -16,8 +16,9 @@ Sequences of length 0 are never packed; they, and sequences over ``capacity`` wi
 ``overflow="drop"``, are listed in :attr:`DistributedPack.skipped` with the reason.
 
 Example:
-    >>> ds = ray.data.from_items([{"input_ids": [1, 2, 3]}, {"input_ids": [4, 5]}])  # doctest: +SKIP
-    >>> pack(ds, capacity=8).windows.take_all()                                      # doctest: +SKIP
+    >>> ds = ray.data.from_items([{"input_ids": [1, 2, 3]},
+    ...                           {"input_ids": [4, 5]}])   # doctest: +SKIP
+    >>> pack(ds, capacity=8).windows.take_all()              # doctest: +SKIP
     [{'window': 0, 'rows': [0, 1], 'lengths': [3, 2], 'tokens': 5, 'input_ids': [1, 2, 3, 4, 5]}]
 """
 
