@@ -322,6 +322,10 @@ def test_run_command_dedup_and_pack(ray_session, tmp_path):
         run_command("dedup", "local", src, tmp_path / "x.jsonl", method="exact,minhash")
     with pytest.raises(ValueError, match=r"field\(s\) \['text'\] not in"):
         run_command("pack", "local", src, tmp_path / "w.parquet", capacity=64)
+    bad = tmp_path / "bad.jsonl"  # a worker's error comes back as one ValueError line
+    bad.write_text('{"id": "a", "body": "ok"}\n{"id": "b", "body": 5}\n')
+    with pytest.raises(ValueError, match=r"^record 'b': field 'body' must hold text, got int$"):
+        run_command("pack", "local", bad, tmp_path / "b.parquet", field="body", id_field="id")
 
     rows = dict(run_command("pack", "local", src, tmp_path / "w.parquet", field="body",
                             capacity=256, tokenizer="cl100k_base", overflow="truncate"))

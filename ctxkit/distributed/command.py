@@ -13,6 +13,7 @@ It returns ``(metric, value)`` rows for the CLI's summary table.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -99,20 +100,37 @@ def run_command(
     """
     if command not in COMMANDS:
         raise ValueError(f"--ray supports {COMMANDS}, not {command!r}")
+    ray = require_ray()
     init_ray(None if address in (None, "", "local") else address)
     field = field or "text"
     start = time.perf_counter()
     output = Path(output)
-    if command == "dedup":
-        rows = _dedup(input_path, output, field, id_field, report_path, **options)
-    elif command == "embed":
-        rows = _embed(input_path, output, field, id_field, **options)
-    else:
-        rows = _pack(input_path, output, field, id_field, **options)
+    try:
+        if command == "dedup":
+            rows = _dedup(input_path, output, field, id_field, report_path, **options)
+        elif command == "embed":
+            rows = _embed(input_path, output, field, id_field, **options)
+        else:
+            rows = _pack(input_path, output, field, id_field, **options)
+    except ray.exceptions.RayError as exc:
+        # A bad record raises inside a worker; hand the CLI the worker's own message.
+        message = _user_message(exc)
+        if message is None:
+            raise
+        raise ValueError(message) from exc
     seconds = time.perf_counter() - start
-    ray = require_ray()
     return [("ray cluster CPUs / GPUs", f"{int(ray.cluster_resources().get('CPU', 0))} / "
              f"{int(ray.cluster_resources().get('GPU', 0))}"), *rows, ("seconds", seconds)]
+
+
+def _user_message(exc: BaseException) -> str | None:
+    """The message of the ValueError/TypeError a worker raised, from a Ray task error.
+
+    Ray re-raises a worker's exception as ``RayTaskError(UserCodeException)`` whose text
+    holds the remote traceback; the last ``ValueError: ...`` line in it is ours.
+    """
+    found = re.findall(r"^(?:ValueError|TypeError): (.+)$", str(exc), flags=re.M)
+    return found[-1].strip() if found else None
 
 
 def _dedup(input_path, output, field, id_field, report_path, method="minhash", threshold=None,
