@@ -30,6 +30,12 @@ _FORMATS = {".jsonl": "json", ".ndjson": "json", ".json": "json", ".parquet": "p
             ".pq": "parquet"}
 
 
+def _uri(path: str | Path) -> str:
+    """``path`` as a string; restores the ``//`` of a URI that ``pathlib.Path`` collapsed."""
+    text = str(path)
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]+):/(?!/)", r"\1://", text)
+
+
 def _format_of(path: str) -> str:
     p = Path(path)
     if p.is_dir():
@@ -48,7 +54,7 @@ def _format_of(path: str) -> str:
 def read_dataset(path: str | Path, columns: list[str]) -> Any:
     """A Ray dataset over ``path`` (file, directory or URI), checked to have ``columns``."""
     ray = require_ray()
-    path = str(path)
+    path = _uri(path)
     if _format_of(path) == "parquet":
         ds = ray.data.read_parquet(path)
     else:
@@ -65,13 +71,14 @@ def _write(ds: Any, output: Path) -> str:
     kind = _FORMATS.get(output.suffix.lower())
     if kind is None:
         raise ValueError(f"output must end in .parquet or .jsonl, got {output}")
-    if output.exists() and (output.is_file() or any(output.iterdir())):
+    target = _uri(output)
+    if "://" not in target and output.exists() and (output.is_file() or any(output.iterdir())):
         raise ValueError(f"output {output} exists; Ray writes a directory of part files there")
     if kind == "parquet":
-        ds.write_parquet(str(output))
+        ds.write_parquet(target)
     else:
-        ds.write_json(str(output))
-    return f"{output}/ (part files)"
+        ds.write_json(target)
+    return f"{target}/ (part files)"
 
 
 def run_command(
@@ -90,7 +97,7 @@ def run_command(
     Options by command (the CLI's own names):
 
     - ``dedup``: ``method`` (only ``"minhash"`` is distributed), ``threshold``, ``keep``,
-      ``num_perm``, ``ngram``, ``unit``, ``seed``;
+      ``num_perm``, ``ngram``, ``unit``, ``seed``, ``punctuation``;
     - ``embed``: ``model``, ``batch_size``, ``normalize``;
     - ``pack``: ``capacity``, ``tokenizer``, ``strategy``, ``overflow``, ``mode``
       (``"global"`` or ``"block"``).
@@ -134,7 +141,7 @@ def _user_message(exc: BaseException) -> str | None:
 
 
 def _dedup(input_path, output, field, id_field, report_path, method="minhash", threshold=None,
-           keep="first", num_perm=128, ngram=5, unit="char", seed=1) -> list:
+           keep="first", num_perm=128, ngram=5, unit="char", seed=1, punctuation=False) -> list:
     from ctxkit.distributed.minhash import minhash_dedup
     from ctxkit.records import write_json
 
@@ -145,8 +152,11 @@ def _dedup(input_path, output, field, id_field, report_path, method="minhash", t
     if isinstance(threshold, dict):
         threshold = threshold.get("minhash")
     ds = read_dataset(input_path, [field] + ([id_field] if id_field else []))
+    from ctxkit.dedup.normalize import Normalization
+
     out = minhash_dedup(ds, column=field, threshold=threshold, num_perm=num_perm,
-                        id_column=id_field, ngram=ngram, unit=unit, seed=seed, keep=keep)
+                        id_column=id_field, ngram=ngram, unit=unit, seed=seed, keep=keep,
+                        normalization=Normalization(punctuation=punctuation))
     where = _write(out.kept, output)
     removed = out.report.take_all()
     if report_path is not None:
