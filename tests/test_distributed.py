@@ -353,3 +353,17 @@ def test_run_command_embed_matches_packed_encoder(ray_session, tmp_path):
     want = PackedEncoder(device="cpu").encode(texts)
     assert rows["texts"] == len(texts) and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_auto_shuffle_picks_sort_for_small_inputs(ray_session):
+    from ray.data.context import ShuffleStrategy
+
+    from ctxkit.distributed.blocks import AUTO_HASH_ROWS, set_shuffle
+
+    ds = ray.data.from_items([{"x": 1}])
+    set_shuffle(ds, "auto", 1000)
+    assert ds.context.shuffle_strategy == ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+    set_shuffle(ds, "auto", AUTO_HASH_ROWS)
+    assert ds.context.shuffle_strategy == ShuffleStrategy.SHUFFLE_V2
+    with pytest.raises(ValueError, match="shuffle must be one of"):
+        set_shuffle(ds, "fast")

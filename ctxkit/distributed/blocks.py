@@ -69,21 +69,27 @@ def hash_partitions(rows: int, row_bytes: int, num_partitions: int | None = None
     return int(max(cluster_cpus(), by_size, 1))
 
 
-SHUFFLES = ("hash", "sort")
+SHUFFLES = ("auto", "hash", "sort")
+# Below this many shuffled rows "auto" takes the sort shuffle: the hash shuffle's aggregator
+# actors cost seconds per shuffle to start, which dominates small and medium inputs.
+AUTO_HASH_ROWS = 20_000_000
 
 
-def set_shuffle(ds: Any, shuffle: str | None) -> None:
+def set_shuffle(ds: Any, shuffle: str | None, rows: int = 0) -> None:
     """Set the shuffle strategy of ``ds`` (and of every dataset derived from it).
 
     ``"hash"``: Ray's hash shuffle (``SHUFFLE_V2``, its default, best at scale but starting
     aggregator actors costs seconds per shuffle); ``"sort"``: the task-based sort shuffle
     (``SORT_SHUFFLE_PULL_BASED``, cheap to start, fine for small and medium data);
+    ``"auto"``: sort below :data:`AUTO_HASH_ROWS` shuffled ``rows``, hash above;
     ``None`` keeps the dataset's own setting.
     """
     if shuffle is None:
         return
     if shuffle not in SHUFFLES:
         raise ValueError(f"shuffle must be one of {SHUFFLES} or None, got {shuffle!r}")
+    if shuffle == "auto":
+        shuffle = "sort" if rows < AUTO_HASH_ROWS else "hash"
     from ray.data.context import ShuffleStrategy
 
     ds.context.shuffle_strategy = (

@@ -251,7 +251,7 @@ def minhash_dedup(
     scheme: str = "affine32",
     verify: str = "exact",
     num_partitions: int | None = None,
-    shuffle: str | None = None,
+    shuffle: str | None = "auto",
 ) -> DistributedDedup:
     """Near-duplicate removal by MinHash + LSH on a Ray dataset.
 
@@ -261,8 +261,9 @@ def minhash_dedup(
     ``"last"``, ``"longest"``; or the highest ``score_column``). ``id_column`` names the
     report's ids (row numbers otherwise). ``num_partitions`` sets the shuffle width
     (default: one per CPU, blocks of at most ~128 MiB); ``shuffle`` picks Ray's hash
-    shuffle (``"hash"``) or its task-based sort shuffle (``"sort"``; cheaper to start) for the
-    two shuffles (default: the dataset context's strategy; see ``docs/scaling.md``).
+    shuffle (``"hash"``) or its task-based sort shuffle (``"sort"``; cheaper to start);
+    ``"auto"`` takes sort below 20 M band rows (documents x bands), hash above; ``None``
+    keeps the current DataContext's strategy (see ``docs/scaling.md``).
 
     Example:
         >>> ds = ray.data.from_items([{"text": "a b c d e f"},
@@ -293,7 +294,7 @@ def minhash_dedup(
                   normalization=normalization, hashfunc=hashfunc, scheme=scheme)
 
     indexed, n = index_rows(ds)
-    set_shuffle(indexed, shuffle)
+    set_shuffle(indexed, shuffle, n * bands)
     if n == 0:
         return _empty(ray, indexed, threshold, bands, rows, num_perm)
     sig_ds = indexed.map_batches(

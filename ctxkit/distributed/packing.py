@@ -195,7 +195,7 @@ def pack(
     overflow: str = "error",
     block_rows: int | None = None,
     num_partitions: int | None = None,
-    shuffle: str | None = None,
+    shuffle: str | None = "auto",
 ) -> DistributedPack:
     """Pack the sequences of a Ray dataset into windows of ``capacity`` tokens.
 
@@ -205,6 +205,8 @@ def pack(
     ``greedy``, ``optimal``); ``overflow`` is ``"error"`` (naming the row), ``"truncate"``
     or ``"drop"`` (reported in ``skipped``). ``mode`` is ``"global"`` (two-pass plan on the
     driver) or ``"block"`` (per block, or per ``block_rows`` rows; see the module docs).
+    ``shuffle`` (global mode): ``"auto"`` (sort shuffle below 20 M rows, hash above),
+    ``"hash"``, ``"sort"``, or ``None`` for the current DataContext's strategy.
 
     Example:
         >>> out = pack(ray.data.from_items([{"n": 3}, {"n": 5}]), 8, column="n")  # doctest: +SKIP
@@ -226,7 +228,7 @@ def pack(
         raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
     tokens = _is_token_column(ds, column)
     indexed, n = index_rows(ds)
-    set_shuffle(indexed, shuffle)
+    set_shuffle(indexed, shuffle, n)
     skipped = indexed.map_batches(
         _skipped_rows, fn_kwargs=dict(column=column, tokens=tokens, capacity=capacity,
                                       overflow=overflow), batch_format="numpy")
