@@ -195,8 +195,10 @@ def end_to_end(texts: list[str], workers: int, repeat: int, quick: bool) -> dict
     except ImportError as exc:
         out["minhash"] = f"skipped: {exc}"
     else:
-        t = best_of(lambda: dedup(texts, method="minhash", threshold=0.5), repeat)
-        ref = dedup(texts, method="minhash", threshold=0.5)
+        box: dict[str, Any] = {}
+        t = best_of(lambda: box.update(ref=dedup(texts, method="minhash", threshold=0.5)),
+                    repeat)
+        ref = box["ref"]
         out["minhash_single_process"] = {"seconds": t, "docs_per_s": n / t,
                                          "removed": ref.n_removed}
         # Quick runs skip the hash shuffle: its aggregator actors cost ~10 s per shuffle here.
@@ -390,7 +392,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--docs", type=int, default=None, help="texts to use")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    n = args.docs or (400 if args.quick else 20000)
+    n = args.docs or (400 if args.quick else 8000)
     repeat = 1 if args.quick else 2
     texts, source = load_texts(n)
     from ctxkit.tokenize import get_tokenizer
@@ -405,7 +407,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     res["per_worker"] = per_worker(texts, repeat)
     res["utilization"] = utilization_by_block(lengths, 2048, [64, 256, 1024, 4096, 16384])
-    res["end_to_end"] = end_to_end(texts, args.workers, repeat, args.quick)
+    res["end_to_end"] = end_to_end(texts, args.workers, 1, args.quick)  # after a warm-up run
     res["projection"] = projection(res["per_worker"], res["end_to_end"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
