@@ -113,7 +113,7 @@ def tokenizers_cmd() -> None:
 
 
 # ===== packing commands (pack, demo) =====
-from typing import Annotated  # imported here: cli.py is shared, this block is ours
+from typing import Annotated  # noqa: E402 (here: cli.py is shared, this block is ours)
 
 _PACK_TOKENIZE_BATCH = 1024
 
@@ -265,7 +265,7 @@ def pack_cmd(
              + (f" ({read_report.n_skipped} skipped as bad)" if read_report.n_skipped else ""))
 
     lens = np.asarray(lengths, dtype=np.int64)
-    if overflow == "error":
+    if overflow == "error" and strategy != "wrapped":  # wrapped cuts every record anyway
         need = lens + (lens > 0) * (1 if sep is not None else 0)
         over = np.flatnonzero(need > capacity)
         if over.size:
@@ -339,8 +339,8 @@ def demo_cmd(
         ("tokenize seconds", res.tokenize_seconds),
     ])
     table = Table(title=f"windows of {capacity:,} tokens", title_justify="left")
-    for col in ("method", "windows", "utilization", "padding tokens", "plan ms"):
-        table.add_column(col, justify="left" if col == "method" else "right")
+    for col in ("method", "windows", "utilization", "padding", "plan ms"):
+        table.add_column(col, justify="left" if col == "method" else "right", no_wrap=True)
     for row in res.rows:
         table.add_row(row.method, f"{row.windows:,}", f"{row.utilization:.2%}",
                       f"{row.padding_tokens:,}", f"{row.seconds * 1e3:.1f}")

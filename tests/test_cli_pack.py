@@ -178,7 +178,8 @@ def test_demo_command(capsys, tmp_path):
     data = tmp_path / "demo.jsonl"
     assert main(["demo", "--n", "300", "--capacity", "512", "--write-data", str(data)]) == 0
     text = _text(capsys)
-    for word in ("naive padding", "greedy", "bfd", "optimal", "lower bound", "utilization",
+    for word in ("padding, 1 per row", "greedy", "blocks of 1,000 (TRL)", "bfd", "optimal",
+                 "lower bound", "utilization",
                  "padding tokens"):
         assert word in text
     assert len(_rows(data)) == 300
@@ -194,7 +195,8 @@ def test_demo_data_is_deterministic_and_varied():
     assert lengths.min() < 40 and lengths.max() > 400  # short answers and a long tail
     res = run_demo(400, capacity=1024, seed=7)
     by = {row.method: row for row in res.rows}
-    assert by["bfd"].windows <= by["greedy"].windows < by["naive padding (1 per row)"].windows
+    assert by["bfd"].windows <= by["greedy"].windows < by["padding, 1 per row"].windows
+    assert by["optimal"].windows <= by["bfd"].windows <= by["bfd, blocks of 1,000 (TRL)"].windows
     assert res.batch.n_windows == by["bfd"].windows >= res.batch.lower_bound
     # records over the window are truncated and reported, never lost silently
     with_eos = res.total_tokens + 400
@@ -228,3 +230,27 @@ def test_pack_parquet_input_messages_template_numeric_separator(tmp_path, capsys
     expected = {str(i): (TOK.encode(t) + [0], [*TOK.encode(t), -100]) for i, t in enumerate(texts)}
     seen = _check_output(_rows(out), expected, 64)
     assert seen == {k: len(v[0]) for k, v in expected.items()}
+
+
+def test_pack_huge_text_split(tmp_path, capsys):
+    huge = " ".join(f"token{i}" for i in range(20_000))  # ~60k tokens, far over the window
+    texts = [huge, "short", "also short"]
+    src = _write_jsonl(tmp_path / "in.jsonl", [{"text": t} for t in texts])
+    out = tmp_path / "o.parquet"
+    assert main(["pack", str(src), "-c", "512", "--field", "text", "--overflow", "split",
+                 "-o", str(out), "--no-progress", "--seed", "2",
+                 "--report", str(tmp_path / "r.json")]) == 0, _text(capsys)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["split"] == ["0"] and report["truncated"] == report["dropped"] == []
+    expected = {}
+    for i, t in enumerate(texts):
+        ids = TOK.encode(t) + [EOS]
+        expected[str(i)] = (ids, ids[:-1] + [-100])
+    rows = _rows(out)
+    seen = _check_output(rows, expected, 512)
+    assert seen == {k: len(v[0]) for k, v in expected.items()}
+    # the pieces of the long record cover it in order, each at most one window
+    ranges = sorted(tuple(r) for row in rows
+                    for rid, r in zip(row["source_ids"], row["source_ranges"]) if rid == "0")
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(expected["0"][0])
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))

@@ -6,26 +6,16 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxkit.pack.collate import IGNORE_INDEX, PackedCollator, collate_plan, pack
-from ctxkit.pack.plan import OVERFLOW_POLICIES, STRATEGIES, PackPlan, pack_lengths
+from ctxkit.pack.plan import OVERFLOW_POLICIES, STRATEGIES, PackPlan
 
 SEP = 7
 PAD = 3
 
 
-def _plan_supports_split() -> bool:
-    # The first plan version does not cut inputs; the fast plan does. Probe, do not assume.
-    try:
-        plan = pack_lengths([5], 3, overflow="split")
-    except (ValueError, NotImplementedError, RuntimeError):
-        return False
-    return sum(e - s for seg in plan.segments() for _, s, e in seg) == 5
-
-
-SPLIT_OK = _plan_supports_split()
 
 
 def _ext(seq, sep):
@@ -54,7 +44,7 @@ def check_invariants(batch, sequences, capacity, *, sep=None, mask=None, overflo
     assert set(batch.empty.tolist()) == empty
     assert set(batch.dropped.tolist()) == (over if overflow == "drop" else set())
     assert set(batch.truncated.tolist()) == (over if overflow == "truncate" else set())
-    if overflow == "split":
+    if overflow == "split" and batch.strategy != "wrapped":
         assert set(batch.split.tolist()) >= over
 
     covered = {i: [] for i in range(n)}
@@ -168,13 +158,11 @@ seqs_st = st.lists(st.lists(st.integers(10, 99), min_size=0, max_size=14), min_s
 )
 def test_pack_invariants(seqs, capacity, strategy, overflow, use_sep, use_mask,
                          label_separators, layout, seed, data):
-    if overflow == "split" or strategy == "wrapped":
-        assume(SPLIT_OK or all(len(s) + use_sep <= capacity for s in seqs))
     sep = SEP if use_sep else None
     mask = [data.draw(st.lists(st.integers(0, 1), min_size=len(s), max_size=len(s)))
             for s in seqs] if use_mask else None
     too_long = any(len(_ext(s, sep)) > capacity for s in seqs)
-    if overflow == "error" and too_long:
+    if overflow == "error" and too_long and strategy != "wrapped":  # wrapped cuts every input
         with pytest.raises(ValueError, match="capacity"):
             pack(seqs, capacity, strategy=strategy, separator_id=sep, overflow=overflow)
         return
@@ -247,8 +235,6 @@ def test_overlong_inputs(overflow):
         with pytest.raises(ValueError, match="more than capacity 8"):
             pack(seqs, 8, overflow=overflow)
         return
-    if overflow == "split" and not SPLIT_OK:
-        pytest.skip("this plan version does not split inputs yet")
     batch = pack(seqs, 8, overflow=overflow, pad_id=PAD, separator_id=SEP)
     check_invariants(batch, seqs, 8, sep=SEP, overflow=overflow)
     if overflow == "truncate":

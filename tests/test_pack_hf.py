@@ -12,7 +12,7 @@ from ctxkit.pack.hf import packed_table
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-from transformers import DataCollatorWithFlattening
+DataCollatorWithFlattening = transformers.DataCollatorWithFlattening
 
 
 def _ordered_features(batch, sequences, labels=None):
@@ -180,3 +180,13 @@ def test_packed_table_ids_and_ranges():
     assert table.column("source_ids").to_pylist() == [["x", "y"]]
     assert table.column("source_ranges").to_pylist() == [[[0, 4], [0, 2]]]
     assert table.column("input_ids").to_pylist() == [[1, 2, 3, 9, 4, 9, 0, 0]]
+
+
+def test_pack_dataset_without_datasets_installed(monkeypatch):
+    import sys
+
+    from ctxkit.pack.hf import pack_dataset
+
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets -> ImportError
+    with pytest.raises(ImportError, match=r"pip install 'ctxkit\[hf\]'"):
+        pack_dataset(object(), 8)

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,7 +60,9 @@ class PackedBatch:
     layout each row's padding tail counts as one extra span of its own, so
     ``cu_seqlens[-1] == input_ids.size`` and a varlen kernel can run on the flattened rows
     directly. ``sources[r]`` lists the input index of each segment in row ``r`` and
-    ``pieces[r]`` its ``(input index, start, stop)`` token range (separator included).
+    ``pieces[r]`` its ``(input index, start, stop)`` token range (separator included); both are
+    built on first use from the flat ``segment_input``/``segment_start``/``segment_stop`` arrays
+    (all segments in row order; row ``r`` holds ``row_offsets[r]:row_offsets[r + 1]``).
     """
 
     input_ids: np.ndarray
@@ -69,9 +72,10 @@ class PackedBatch:
     cu_seqlens: np.ndarray
     layout: str
     capacity: int
-    sources: list[np.ndarray]
-    pieces: list[list[tuple[int, int, int]]]
-    seq_lengths: list[np.ndarray]
+    segment_input: np.ndarray
+    segment_start: np.ndarray
+    segment_stop: np.ndarray
+    row_offsets: np.ndarray
     n_windows: int
     lower_bound: int
     total_tokens: int
@@ -93,7 +97,26 @@ class PackedBatch:
 
     @property
     def n_segments(self) -> int:
-        return int(sum(len(s) for s in self.sources))
+        return int(self.segment_input.size)
+
+    @functools.cached_property
+    def sources(self) -> list[np.ndarray]:
+        """Per row, the input index of each segment."""
+        return np.split(self.segment_input, self.row_offsets[1:-1]) if self.n_windows else []
+
+    @functools.cached_property
+    def seq_lengths(self) -> list[np.ndarray]:
+        """Per row, the length of each segment."""
+        lengths = self.segment_stop - self.segment_start
+        return np.split(lengths, self.row_offsets[1:-1]) if self.n_windows else []
+
+    @functools.cached_property
+    def pieces(self) -> list[list[tuple[int, int, int]]]:
+        """Per row, the ``(input index, start, stop)`` token range of each segment."""
+        triples = list(zip(self.segment_input.tolist(), self.segment_start.tolist(),
+                           self.segment_stop.tolist()))
+        off = self.row_offsets.tolist()
+        return [triples[a:b] for a, b in zip(off[:-1], off[1:])]
 
     @property
     def max_seqlen(self) -> int:
@@ -105,9 +128,7 @@ class PackedBatch:
         flat = self.segment_ids.reshape(-1).astype(np.int64)
         if self.layout == "flat":
             return (flat - 1).reshape(self.segment_ids.shape)
-        per_row = np.array([len(s) for s in self.sources], dtype=np.int64)
-        row_base = np.concatenate([[0], np.cumsum(per_row)[:-1]]) if per_row.size else per_row
-        rows = np.repeat(row_base, self.segment_ids.shape[1])
+        rows = np.repeat(self.row_offsets[:-1], self.segment_ids.shape[1])
         return np.where(flat > 0, rows + flat - 1, -1).reshape(self.segment_ids.shape)
 
     def attention_mask(self, causal: bool = False) -> np.ndarray:
@@ -298,11 +319,7 @@ def collate_plan(
     n_per_row = np.bincount(rows, minlength=n_rows).astype(np.int64)
     row_first_seg = np.concatenate([[0], np.cumsum(n_per_row)[:-1]]) if n_rows else _EMPTY
     seg_rank = np.arange(inp.size, dtype=np.int64) - row_first_seg[rows] + 1
-    bounds = np.cumsum(n_per_row)[:-1]
-    sources = np.split(inp, bounds) if n_rows else []
-    seq_lengths = np.split(seg_len, bounds) if n_rows else []
-    pieces = [list(zip(a.tolist(), b.tolist(), c.tolist())) for a, b, c in zip(
-        sources, np.split(start, bounds), np.split(stop, bounds))] if n_rows else []
+    row_offsets = np.concatenate([[0], np.cumsum(n_per_row)]).astype(np.int64)
 
     if layout == "flat":
         shape = (1, total)
@@ -337,7 +354,8 @@ def collate_plan(
     return PackedBatch(
         input_ids=input_ids, labels=out_labels, position_ids=position_ids,
         segment_ids=segment_ids, cu_seqlens=cu, layout=layout, capacity=capacity,
-        sources=sources, pieces=pieces, seq_lengths=seq_lengths, n_windows=n_rows,
+        segment_input=inp, segment_start=start, segment_stop=stop, row_offsets=row_offsets,
+        n_windows=n_rows,
         lower_bound=plan.lower_bound, total_tokens=int(plan.total_tokens),
         strategy=plan.strategy, split=np.asarray(plan.split, np.int64),
         truncated=np.asarray(plan.truncated, np.int64),
@@ -387,8 +405,8 @@ def pack(
     keep = None
     if completion_mask is not None:
         if len(completion_mask) != len(sequences):
-            raise ValueError(
-                f"completion_mask has {len(completion_mask)} entries for {len(sequences)} sequences")
+            raise ValueError(f"completion_mask has {len(completion_mask)} entries "
+                             f"for {len(sequences)} sequences")
         mflat, mlen = _as_int_arrays(completion_mask, "completion_mask")
         bad = np.flatnonzero(mlen != lengths)
         if bad.size:

@@ -32,17 +32,14 @@ def packed_rows(batch: PackedBatch) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     Padded batches keep padding (rows of exactly ``capacity``); flat batches are cut back into
     one unpadded row per window.
     """
-    lens = np.array([int(s.sum()) for s in batch.seq_lengths], dtype=np.int64)
+    seg_len = batch.segment_stop - batch.segment_start
+    seg_off = batch.row_offsets.astype(np.int64)
     if batch.layout == "padded":
         row_len = np.full(batch.n_windows, batch.capacity, dtype=np.int64)
     else:
-        row_len = lens
+        csum = np.concatenate([[0], np.cumsum(seg_len)])
+        row_len = csum[seg_off[1:]] - csum[seg_off[:-1]]
     tok_off = np.concatenate([[0], np.cumsum(row_len)]).astype(np.int64)
-    seg_counts = np.array([len(s) for s in batch.sources], dtype=np.int64)
-    seg_off = np.concatenate([[0], np.cumsum(seg_counts)]).astype(np.int64)
-    seq_lengths = (np.concatenate(batch.seq_lengths) if batch.seq_lengths
-                   else np.zeros(0, np.int64))
-    sources = np.concatenate(batch.sources) if batch.sources else np.zeros(0, np.int64)
     seg = batch.segment_ids.reshape(-1).astype(np.int64)
     if batch.layout == "flat":  # renumber 1..k per window, as in the padded layout
         seg_base = np.repeat(seg_off[:-1], row_len)
@@ -52,8 +49,8 @@ def packed_rows(batch: PackedBatch) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         "labels": (batch.labels.reshape(-1), tok_off),
         "position_ids": (batch.position_ids.reshape(-1), tok_off),
         "segment_ids": (seg.astype(np.int32), tok_off),
-        "seq_lengths": (seq_lengths, seg_off),
-        "source_index": (sources, seg_off),
+        "seq_lengths": (seg_len, seg_off),
+        "source_index": (batch.segment_input, seg_off),
     }
 
 
@@ -92,10 +89,8 @@ def packed_table(batch: PackedBatch, ids: Sequence[Any] | None = None):
         id_arr = np.asarray([str(x) for x in ids], dtype=object)
         src_values = pa.array(id_arr[sources].tolist(), type=pa.string())
     out["source_ids"] = _lists(seg_off, src_values)
-    starts = np.array([s for row in batch.pieces for (_, s, _) in row], dtype=np.int64)
-    stops = np.array([e for row in batch.pieces for (_, _, e) in row], dtype=np.int64)
-    ranges = pa.FixedSizeListArray.from_arrays(
-        pa.array(np.stack([starts, stops], axis=1).reshape(-1)), 2)
+    ranges = pa.FixedSizeListArray.from_arrays(pa.array(
+        np.stack([batch.segment_start, batch.segment_stop], axis=1).reshape(-1)), 2)
     out["source_ranges"] = _lists(seg_off, ranges)
     return pa.table(out)
 
