@@ -98,7 +98,8 @@ def run_command(
 
     - ``dedup``: ``method`` (only ``"minhash"`` is distributed), ``threshold``, ``keep``,
       ``num_perm``, ``ngram``, ``unit``, ``seed``, ``punctuation``;
-    - ``embed``: ``model``, ``batch_size``, ``normalize``;
+    - ``embed``: ``model`` (a directory every node can read), ``batch_size`` (texts per
+      actor call), ``normalize``, ``device``, ``dtype``, ``batch_tokens``;
     - ``pack``: ``capacity``, ``tokenizer``, ``strategy``, ``overflow``, ``mode``
       (``"global"`` or ``"block"``).
 
@@ -168,14 +169,17 @@ def _dedup(input_path, output, field, id_field, report_path, method="minhash", t
 
 
 def _embed(input_path, output, field, id_field, model=None, batch_size=1024, normalize=None,
-           **ignored) -> list:
+           device="auto", dtype="auto", batch_tokens=None) -> list:
     from ctxkit.distributed.embedding import embed
     from ctxkit.records import atomic_write
 
     ds = read_dataset(input_path, [field] + ([id_field] if id_field else []))
     to_npy = output.suffix.lower() == ".npy"
     # .npy rows follow the input order, so they are keyed by row number; other outputs keep ids.
-    vecs = embed(ds, column=field, id_column=None if to_npy else id_field, model=model,
+    kwargs = {"dtype": dtype, "max_tokens_per_batch": batch_tokens}
+    vecs = embed(ds, column=field, id_column=None if to_npy else id_field,
+                 model=None if model is None else str(model),
+                 device=None if device == "auto" else device, encoder_kwargs=kwargs,
                  batch_size=batch_size, normalize=normalize)
     if not to_npy:
         return [("output", _write(vecs, output))]
