@@ -172,6 +172,51 @@ def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
     return out
 
 
+def peak_memory(texts: list[str], batch: int = 4096) -> dict[str, Any]:
+    """Peak bytes numpy allocates in one call of each block function (tracemalloc).
+
+    One MinHash batch (``batch`` texts, what ``map_batches`` hands a worker), one bucket
+    partition of those texts' band rows and one per-block packing plan.
+    """
+    import tracemalloc
+
+    from ctxkit.distributed.packing import _pack_block
+    from ctxkit.tokenize import get_tokenizer
+
+    texts = texts[:batch]
+    n = len(texts)
+    rows = np.arange(n, dtype=np.int64)
+    out: dict[str, Any] = {"batch_texts": n, "mean_chars": float(np.mean([len(t) for t in texts]))}
+
+    def peak(fn) -> int:
+        tracemalloc.start()
+        fn()
+        _, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return int(top)
+
+    tok = get_tokenizer("cl100k_base")
+    col = np.empty(n, dtype=object)
+    col[:] = [np.asarray(tok.encode(t), dtype=np.int64) for t in texts]
+    out["pack_block_bytes"] = peak(
+        lambda: _pack_block({"_row": rows, "input_ids": col}, "input_ids", True, 2048, "bfd",
+                            "truncate"))
+    try:
+        from ctxkit.dedup.minhash import choose_bands
+        from ctxkit.distributed.minhash import _band_rows, _bucket_pairs, _sign_block
+    except ImportError:
+        return out
+    params = dict(num_perm=128, seed=1, ngram=5, unit="char", normalization=None,
+                  hashfunc="fast", scheme="affine32")
+    tb = {"_row": rows, "text": np.array(texts, dtype=object)}
+    out["minhash_batch_bytes"] = peak(lambda: _band_rows(_sign_block(tb, "text", params, None),
+                                                         *choose_bands(0.5, 128)))
+    banded = _band_rows(_sign_block(tb, "text", params, None), *choose_bands(0.5, 128))
+    out["bucket_partition_bytes"] = peak(lambda: _bucket_pairs(banded, 1000))
+    out["bucket_partition_rows"] = int(len(banded["key"]))
+    return out
+
+
 # ---------------------------------------------------------------- 2. Ray end to end
 
 
@@ -321,6 +366,14 @@ def markdown(res: dict[str, Any]) -> str:
             lines.append(f"| {k} | {v['per_s']:,.0f} | {v['unit']} |")
         elif isinstance(v, str):
             lines.append(f"| {k} | - | {v} |")
+    m = res.get("memory", {})
+    if m:
+        lines += ["", f"## Peak memory of one block function call ({m['batch_texts']} texts, "
+                  f"{m['mean_chars']:.0f} characters each on average)", "",
+                  "| call | peak MiB |", "|---|---:|"]
+        for k, v in m.items():
+            if k.endswith("_bytes"):
+                lines.append(f"| {k[:-6]} | {v / 2**20:.1f} |")
     lines += ["", f"## End to end on a local Ray instance ({e.get('workers')} CPUs)", "",
               "| run | seconds | items/s | note |", "|---|---:|---:|---|"]
     for k, v in e.items():
@@ -406,6 +459,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "machine": machine_info(),
     }
     res["per_worker"] = per_worker(texts, repeat)
+    res["memory"] = peak_memory(texts, 1024 if args.quick else 4096)
     res["utilization"] = utilization_by_block(lengths, 2048, [64, 256, 1024, 4096, 16384])
     res["end_to_end"] = end_to_end(texts, args.workers, 1, args.quick)  # after a warm-up run
     res["projection"] = projection(res["per_worker"], res["end_to_end"])
