@@ -1,0 +1,396 @@
+"""MinHash near-duplicate removal on a Ray dataset, identical to ``ctxkit.dedup(method="minhash")``.
+
+The stages are the single-machine ones from :mod:`ctxkit.dedup.minhash`, run where the data is:
+
+1. number the rows (:func:`~ctxkit.distributed.rows.with_row_index`, one ordered pass);
+2. ``map_batches``: :func:`~ctxkit.dedup.minhash.signatures` (the same vectorised code, so
+   the same signatures for the same seed) and :func:`~ctxkit.dedup.minhash.band_keys`;
+3. one hash shuffle of ``(band, key, row)`` triples on ``(band, key)``: every LSH bucket
+   lands whole in one partition, where :func:`~ctxkit.dedup.minhash.candidate_pairs` turns
+   its buckets into candidate pairs (bucket-local, so the union over partitions is exactly the
+   single-machine candidate set, huge-bucket star + chain included);
+4. verification: the candidate list (16 bytes per pair) goes to the driver and back out as a
+   broadcast; each signature block emits the sides of the pairs it owns, one shuffle on the
+   pair number brings both sides together and
+   :func:`~ctxkit.dedup.minhash.estimate_jaccard` scores them; with ``verify="exact"`` (the
+   single-machine default) the pairs whose estimate lies near the threshold are re-scored by
+   the exact Jaccard of their shingle sets (:func:`~ctxkit.dedup.minhash.pair_jaccard`),
+   shuffling those pairs' texts the same way;
+5. connected components: **union-find on the driver** (scipy's C connected components over
+   the verified edge list, :func:`~ctxkit.dedup.unionfind.connected_components`). It needs
+   about 8 bytes per document plus 16 per verified pair on the driver: 100 M documents with
+   10 M verified pairs is about 1 GiB. Beyond that a distributed label propagation would be
+   needed; it is not implemented (see ``docs/scaling.md``);
+6. representatives by the same rule (:func:`~ctxkit.dedup.unionfind.representatives`), their
+   similarities by the same pair machinery, then a filtered dataset and a report dataset.
+
+Example:
+    >>> out = minhash_dedup(ray.data.from_items([{"text": t} for t in texts]))  # doctest: +SKIP
+    >>> out.kept.count(), out.report.take(1)                                    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ctxkit.distributed.blocks import (
+    Broadcast,
+    collect_columns,
+    expand_ranges,
+    hash_partitions,
+    map_key_groups,
+    set_shuffle,
+)
+from ctxkit.distributed.cluster import require_ray
+from ctxkit.distributed.rows import ROW, index_rows
+
+__all__ = ["DistributedDedup", "minhash_dedup"]
+
+COMPONENTS = "union-find on the driver (scipy connected components over the verified pairs)"
+
+
+@dataclass
+class DistributedDedup:
+    """What :func:`minhash_dedup` returns.
+
+    Attributes:
+        kept: the input rows that survive, in their original columns (lazy dataset).
+        report: one row per removed input: ``id`` and ``duplicate_of`` (values of
+            ``id_column``, or row numbers), ``row``, ``duplicate_of_row``, ``method`` and
+            ``similarity`` (estimated Jaccard to the kept row).
+        result: the driver-side :class:`ctxkit.dedup.DedupResult` over row numbers, equal to
+            ``ctxkit.dedup(texts, method="minhash", ...)`` on the same rows.
+        info: parameters, counts and how the components were found.
+    """
+
+    kept: Any
+    report: Any
+    result: Any
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _text_list(batch: dict[str, np.ndarray], column: str) -> list[str]:
+    texts = batch[column]
+    out = texts.tolist()
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            row = int(batch[ROW][i])
+            raise ValueError(
+                f"row {row}: column {column!r} must hold text, got {type(t).__name__}"
+            )
+    return out
+
+
+def _sign_block(
+    batch: dict[str, np.ndarray], column: str, params: dict[str, Any], score_column: str | None
+) -> dict[str, np.ndarray]:
+    from ctxkit.dedup.minhash import signatures
+
+    texts = _text_list(batch, column)
+    sig = signatures(texts, **params)
+    out = {ROW: np.asarray(batch[ROW], dtype=np.int64), "sig": sig,
+           "_len": np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))}
+    if score_column is not None:
+        out["_score"] = np.asarray(batch[score_column], dtype=np.float64)
+    return out
+
+
+def _band_rows(batch: dict[str, np.ndarray], bands: int, rows: int) -> dict[str, np.ndarray]:
+    from ctxkit.dedup.minhash import band_keys, empty_rows
+
+    sig = np.asarray(batch["sig"])
+    live = ~empty_rows(sig)  # texts without shingles are never candidates, as on one machine
+    keys = band_keys(sig[live], bands, rows)
+    ids = np.asarray(batch[ROW], dtype=np.int64)[live]
+    return {
+        "band": np.tile(np.arange(bands, dtype=np.int32), len(ids)),
+        "key": keys.reshape(-1),
+        ROW: np.repeat(ids, bands),
+    }
+
+
+def _bucket_pairs(batch: dict[str, np.ndarray], max_bucket: int) -> dict[str, np.ndarray]:
+    """Candidate pairs of whole buckets (every (band, key) here is complete)."""
+    from ctxkit.dedup.minhash import candidate_pairs
+
+    band = np.asarray(batch["band"])
+    key = np.asarray(batch["key"], dtype=np.uint64)
+    row = np.asarray(batch[ROW], dtype=np.int64)
+    # Sorting by row inside each band makes local positions monotone in the global row, so
+    # the star + chain of a huge bucket links the same rows as on one machine.
+    order = np.lexsort((row, band))
+    band, key, row = band[order], key[order], row[order]
+    cuts = np.flatnonzero(np.diff(band)) + 1
+    found = []
+    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(band)]):
+        local = candidate_pairs(key[lo:hi, None], max_bucket=max_bucket)
+        if len(local):
+            found.append(row[lo:hi][local])
+    pairs = np.concatenate(found) if found else np.empty((0, 2), np.int64)
+    return {"a": pairs[:, 0].copy(), "b": pairs[:, 1].copy()}
+
+
+def _pair_sides(batch: dict[str, np.ndarray], index: Broadcast, payload: str) -> dict[str, Any]:
+    """Rows of this block that are a side of some pair: (pair number, side, payload)."""
+    sorted_a, order_a, sorted_b, order_b = index.get()
+    rows = np.asarray(batch[ROW], dtype=np.int64)
+    pair, side, src = [], [], []
+    for s, (srt, order) in enumerate(((sorted_a, order_a), (sorted_b, order_b))):
+        pos, owner = expand_ranges(np.searchsorted(srt, rows, "left"),
+                                   np.searchsorted(srt, rows, "right"))
+        pair.append(order[pos])
+        side.append(np.full(len(pos), s, dtype=np.int8))
+        src.append(owner)
+    return {"pair": np.concatenate(pair), "side": np.concatenate(side),
+            "value": np.asarray(batch[payload])[np.concatenate(src)]}
+
+
+def _score_pairs(batch: dict[str, np.ndarray], kind: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Both sides of every pair are in this block: score them with the single-machine code.
+
+    ``kind="estimate"``: the fraction of equal signature entries
+    (:func:`~ctxkit.dedup.minhash.estimate_jaccard`); ``"exact"``: the exact Jaccard of the
+    two texts' shingle sets (:func:`~ctxkit.dedup.minhash.pair_jaccard`).
+    """
+    pair = np.asarray(batch["pair"], dtype=np.int64)
+    order = np.lexsort((np.asarray(batch["side"]), pair))
+    pair, value = pair[order], np.asarray(batch["value"])[order]
+    m = len(pair) // 2
+    if len(pair) != 2 * m or not (pair[0::2] == pair[1::2]).all():
+        raise RuntimeError("a pair lost one of its sides in the shuffle")
+    local = np.stack([np.arange(0, 2 * m, 2), np.arange(1, 2 * m, 2)], axis=1)
+    if kind == "estimate":
+        from ctxkit.dedup.minhash import estimate_jaccard
+
+        scores = estimate_jaccard(value, local)
+    else:
+        from ctxkit.dedup.minhash import hash_values, pair_jaccard, shingle_sets
+
+        values, offsets = hash_values(value.tolist(), **params)
+        scores = pair_jaccard(*shingle_sets(values, offsets), local)
+    return {"pair": pair[0::2].copy(), "score": np.asarray(scores, dtype=np.float64)}
+
+
+def _pair_scores(
+    ds: Any, payload: str, pairs: np.ndarray, kind: str, params: dict[str, Any],
+    num_partitions: int | None, row_bytes: int,
+) -> np.ndarray:
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    if len(pairs) == 0:
+        return np.empty(0, dtype=np.float64)
+    order_a = np.argsort(pairs[:, 0], kind="stable")
+    order_b = np.argsort(pairs[:, 1], kind="stable")
+    index = Broadcast((pairs[order_a, 0], order_a, pairs[order_b, 1], order_b))
+    parts = hash_partitions(2 * len(pairs), row_bytes, num_partitions)
+    sides = ds.map_batches(_pair_sides, fn_kwargs={"index": index, "payload": payload},
+                           batch_format="numpy")
+    scored = map_key_groups(sides, ["pair"], _score_pairs, parts,
+                            fn_kwargs={"kind": kind, "params": params})
+    got = collect_columns(scored, ["pair", "score"])
+    out = np.full(len(pairs), np.nan)
+    out[got["pair"].astype(np.int64)] = got["score"]
+    if np.isnan(out).any():
+        raise RuntimeError("some pairs were not scored (a row number is missing)")
+    return out
+
+
+def pair_similarity(
+    sig_ds: Any, pairs: np.ndarray, num_partitions: int | None = None, row_bytes: int = 1100
+) -> np.ndarray:
+    """Estimated Jaccard of each row pair, computed where the signatures are.
+
+    ``sig_ds`` has columns ``_row`` and ``sig``; ``pairs`` is ``(m, 2)`` row numbers on the
+    driver (broadcast to the workers). One hash shuffle of ``2 m`` signatures on the pair
+    number; the result is in ``pairs`` order, equal to ``estimate_jaccard(sig, pairs)``.
+    """
+    return _pair_scores(sig_ds, "sig", pairs, "estimate", {}, num_partitions, row_bytes)
+
+
+def _keep_rows(batch: dict[str, np.ndarray], kept: Broadcast) -> dict[str, np.ndarray]:
+    mask = kept.get()[np.asarray(batch[ROW], dtype=np.int64)]
+    return {k: v[mask] for k, v in batch.items() if k != ROW}
+
+
+def _needed_ids(batch: dict[str, np.ndarray], need: Broadcast, id_column: str):
+    rows = np.asarray(batch[ROW], dtype=np.int64)
+    mask = need.get()[rows]
+    return {ROW: rows[mask], "id": batch[id_column][mask]}
+
+
+def _margin(threshold: float, num_perm: int) -> float:
+    """Estimates further than this from the threshold skip exact verification.
+
+    The same rule as ``ctxkit.dedup.minhash.minhash_dedup``: 4.5 standard deviations of the
+    binomial estimator plus one permutation's step (wrong with probability < 1e-5).
+    """
+    return 4.5 * math.sqrt(threshold * (1 - threshold) / num_perm) + 1.0 / num_perm
+
+
+def minhash_dedup(
+    ds: Any,
+    column: str = "text",
+    threshold: float | None = None,
+    num_perm: int = 128,
+    *,
+    id_column: str | None = None,
+    ngram: int = 5,
+    unit: str = "char",
+    seed: int = 1,
+    bands: int | None = None,
+    rows: int | None = None,
+    min_recall: float = 0.995,
+    max_bucket: int = 1000,
+    keep: str = "first",
+    score_column: str | None = None,
+    normalization: Any = None,
+    hashfunc: str = "fast",
+    scheme: str = "affine32",
+    verify: str = "exact",
+    num_partitions: int | None = None,
+    shuffle: str | None = "auto",
+) -> DistributedDedup:
+    """Near-duplicate removal by MinHash + LSH on a Ray dataset.
+
+    Same parameters and results as ``ctxkit.dedup(texts, method="minhash", ...)`` (threshold
+    ``None`` is its default, 0.5 Jaccard of character 5-grams): the same signatures, band
+    keys, candidate pairs, verification and representatives (``keep``: ``"first"``,
+    ``"last"``, ``"longest"``; or the highest ``score_column``). ``id_column`` names the
+    report's ids (row numbers otherwise). ``num_partitions`` sets the shuffle width
+    (default: one per CPU, blocks of at most ~128 MiB); ``shuffle`` picks Ray's hash
+    shuffle (``"hash"``) or its task-based sort shuffle (``"sort"``; cheaper to start);
+    ``"auto"`` takes sort below 20 M band rows (documents x bands), hash above; ``None``
+    keeps the current DataContext's strategy (see ``docs/scaling.md``).
+
+    Example:
+        >>> ds = ray.data.from_items([{"text": "a b c d e f"},
+        ...                           {"text": "a b c d e f!"}])        # doctest: +SKIP
+        >>> minhash_dedup(ds, threshold=0.7).result.duplicate_of.tolist()  # doctest: +SKIP
+        [-1, 0]
+    """
+    ray = require_ray()
+    from ctxkit.dedup.minhash import DEFAULT_THRESHOLD, choose_bands
+    from ctxkit.dedup.result import result_from_representatives
+    from ctxkit.dedup.unionfind import connected_components, keep_priority, representatives
+
+    threshold = DEFAULT_THRESHOLD if threshold is None else float(threshold)
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold is a Jaccard similarity in (0, 1], got {threshold!r}")
+    if (bands is None) != (rows is None):
+        raise ValueError("give both bands and rows, or neither")
+    if verify not in ("exact", "estimate"):
+        raise ValueError(f"verify must be 'exact' or 'estimate', got {verify!r}")
+    names = ds.columns() or []
+    given = ((column, "column"), (id_column, "id_column"), (score_column, "score_column"))
+    for name, what in given:
+        if name is not None and name not in names:
+            raise ValueError(f"{what} {name!r} is not a column of the dataset (columns: {names})")
+    if bands is None:
+        bands, rows = choose_bands(threshold, num_perm, min_recall)
+    params = dict(num_perm=num_perm, seed=seed, ngram=ngram, unit=unit,
+                  normalization=normalization, hashfunc=hashfunc, scheme=scheme)
+
+    indexed, n = index_rows(ds)
+    set_shuffle(indexed, shuffle, n * bands)
+    if n == 0:
+        return _empty(ray, indexed, threshold, bands, rows, num_perm)
+    sig_ds = indexed.map_batches(
+        _sign_block, fn_kwargs={"column": column, "params": params, "score_column": score_column},
+        batch_format="numpy", batch_size=4096,
+    ).materialize()
+    side = collect_columns(sig_ds, [ROW, "_len"] + (["_score"] if score_column else []))
+    order = np.argsort(side[ROW])
+    lengths = side["_len"][order]
+    scores = side["_score"][order] if score_column else None
+
+    # Candidates: one shuffle of (band, key, row) on (band, key).
+    band_ds = sig_ds.map_batches(_band_rows, fn_kwargs={"bands": bands, "rows": rows},
+                                 batch_format="numpy")
+    parts = hash_partitions(n * bands, 24, num_partitions)
+    pair_ds = map_key_groups(band_ds, ["band", "key"], _bucket_pairs, parts,
+                             fn_kwargs={"max_bucket": max_bucket})
+    found = collect_columns(pair_ds, ["a", "b"])
+    code = np.unique(found["a"].astype(np.int64) * max(n, 1) + found["b"].astype(np.int64))
+    cand = np.stack([code // max(n, 1), code % max(n, 1)], axis=1)
+
+    # Verification, as on one machine: estimates for all candidates; with verify="exact"
+    # the exact Jaccard (texts shuffled to the pair) for those near the threshold.
+    row_bytes = 16 + 8 * int(num_perm)
+    text_params = dict(ngram=ngram, unit=unit, normalization=normalization, hashfunc=hashfunc,
+                       scheme=scheme)
+
+    def exact(p: np.ndarray) -> np.ndarray:
+        return _pair_scores(indexed, column, p, "exact", text_params, num_partitions, 16 + 2048)
+
+    def estimate(p: np.ndarray) -> np.ndarray:
+        return _pair_scores(sig_ds, "sig", p, "estimate", {}, num_partitions, row_bytes)
+
+    cand_scores = estimate(cand)
+    if verify == "exact":
+        unsure = np.abs(cand_scores - threshold) < _margin(threshold, num_perm)
+        cand_scores[unsure] = exact(cand[unsure])
+    ok = cand_scores >= threshold
+    pairs, pair_scores = cand[ok], cand_scores[ok]
+    labels = connected_components(n, pairs)
+    priority = keep_priority(keep, n, lengths=lengths if keep == "longest" else None,
+                             scores=scores)
+    rep = representatives(labels, priority)
+    similarity = np.ones(n)
+    moved = np.flatnonzero(rep != np.arange(n))
+    if len(moved):
+        similarity[moved] = (exact if verify == "exact" else estimate)(
+            np.stack([moved, rep[moved]], axis=1))
+    info = {
+        "method": "minhash", "threshold": threshold, "num_perm": int(num_perm),
+        "bands": int(bands), "rows": int(rows), "ngram": ngram, "unit": unit, "seed": seed,
+        "candidates": len(cand), "verified": len(pairs), "verify": verify, "partitions": parts,
+        "components": COMPONENTS,
+    }
+    result = result_from_representatives(rep, similarity, "minhash", pairs, pair_scores, info)
+
+    kept_mask = Broadcast(rep == np.arange(n))
+    kept = indexed.map_batches(_keep_rows, fn_kwargs={"kept": kept_mask}, batch_format="numpy")
+    report = _report(ray, indexed, result, id_column)
+    return DistributedDedup(kept=kept, report=report, result=result, info=info)
+
+
+def _empty(ray: Any, indexed: Any, threshold: float, bands: int, rows: int, num_perm: int):
+    from ctxkit.dedup.result import result_from_representatives
+
+    info = {"method": "minhash", "threshold": threshold, "num_perm": int(num_perm),
+            "bands": int(bands), "rows": int(rows), "candidates": 0, "verified": 0,
+            "components": COMPONENTS}
+    result = result_from_representatives(np.empty(0, np.int64), np.empty(0), "minhash", info=info)
+    return DistributedDedup(kept=indexed.drop_columns([ROW]), report=ray.data.from_items([]),
+                            result=result, info=info)
+
+
+def _report(ray: Any, indexed: Any, result: Any, id_column: str | None) -> Any:
+    import pyarrow as pa
+
+    removed = result.removed
+    dup = result.duplicate_of[removed]
+    table = {
+        "row": removed, "duplicate_of_row": dup,
+        "method": [result.method[i] for i in removed],
+        "similarity": np.round(result.similarity[removed], 6),
+    }
+    if id_column is None:
+        ids, dup_ids = removed, dup
+    else:
+        need = np.zeros(result.n, dtype=bool)
+        need[removed] = True
+        need[dup] = True
+        got = collect_columns(
+            indexed.map_batches(_needed_ids, fn_kwargs={"need": Broadcast(need),
+                                                        "id_column": id_column},
+                                batch_format="numpy"), [ROW, "id"])
+        lookup = dict(zip(got[ROW].tolist(), got["id"].tolist()))
+        ids = [lookup[int(i)] for i in removed]
+        dup_ids = [lookup[int(i)] for i in dup]
+    table = {"id": ids, "duplicate_of": dup_ids, **table}
+    return ray.data.from_arrow(pa.table({k: pa.array(list(v) if not isinstance(v, np.ndarray)
+                                                     else v) for k, v in table.items()}))

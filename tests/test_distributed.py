@@ -1,0 +1,369 @@
+"""ctxkit.distributed on a local 2-CPU Ray instance: equal to the single-machine results.
+
+Ray starts once per session (about 10 s); each test runs a handful of small Ray Data
+pipelines. The cheap task-based sort shuffle is the session default; one test runs the
+hash-shuffle path (Ray's default at scale), which starts aggregator actors and costs more.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("ray.data")
+
+# Ray's own DataContext copies touch deprecated settings; not ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+from ctxkit.distributed import (  # noqa: E402
+    RayMissingError,
+    embed,
+    init_ray,
+    minhash_dedup,
+    pack,
+    pair_similarity,
+    require_ray,
+    window_utilization,
+    with_row_index,
+)
+from ctxkit.distributed.blocks import expand_ranges  # noqa: E402
+from ctxkit.pack.plan import pack_lengths  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    started = not ray.is_initialized()
+    init_ray(num_cpus=2)
+    from ray.data.context import ShuffleStrategy
+
+    ctx = ray.data.DataContext.get_current()
+    saved = ctx.shuffle_strategy
+    ctx.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+    yield ray
+    ctx.shuffle_strategy = saved
+    if started:
+        ray.shutdown()
+
+
+def _near_duplicate_corpus(n: int = 160, seed: int = 0) -> list[str]:
+    """Base documents plus edited copies (word swaps, case and punctuation noise)."""
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(400)] + ["naïve", "café", "日本語", "emoji🙂"]
+    bases = [" ".join(rng.choice(words, int(rng.integers(20, 60)))) for _ in range(n // 4)]
+    texts = []
+    for _ in range(n):
+        w = bases[int(rng.integers(len(bases)))].split()
+        for _ in range(int(rng.integers(0, 6))):
+            w[int(rng.integers(len(w)))] = str(rng.choice(words))
+        t = " ".join(w)
+        texts.append(t.upper() if rng.random() < 0.1 else t + ("!" if rng.random() < 0.2 else ""))
+    # Edge cases: empty texts never match, one-word texts match each other, a huge text.
+    return texts + ["", "", "hello", "hello", "x" * 20000]
+
+
+# ---------------------------------------------------------------- plumbing (no Ray needed)
+
+
+def test_missing_ray_names_the_extra(monkeypatch):
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    for mod in [m for m in sys.modules if m == "ray" or m.startswith("ray.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    with pytest.raises(RayMissingError, match=r"ctxkit\[ray\]"):
+        require_ray()
+
+
+def test_expand_ranges_matches_python():
+    lo, hi = np.array([3, 0, 5, 7]), np.array([6, 0, 5, 9])
+    values, owner = expand_ranges(lo, hi)
+    want = [(v, i) for i, (a, b) in enumerate(zip(lo, hi)) for v in range(a, b)]
+    assert list(zip(values.tolist(), owner.tolist())) == want
+
+
+# ---------------------------------------------------------------- row numbers
+
+
+def test_row_index_follows_dataset_order_across_blocks(ray_session):
+    ds = ray.data.from_items([{"t": str(i)} for i in range(97)], override_num_blocks=7)
+    rows = with_row_index(ds.map_batches(lambda b: b, batch_format="numpy")).take_all()
+    assert [r["_row"] for r in rows] == list(range(97))
+    assert all(int(r["t"]) == r["_row"] for r in rows)
+
+
+# ---------------------------------------------------------------- MinHash dedup
+
+
+@pytest.mark.parametrize(("threshold", "keep"), [(0.5, "first"), (0.8, "longest")])
+def test_minhash_dedup_equals_single_machine(ray_session, threshold, keep):
+    pytest.importorskip("ctxkit.dedup.minhash")
+    from ctxkit.dedup import dedup
+
+    texts = _near_duplicate_corpus()
+    ids = [f"doc-{i}" for i in range(len(texts))]
+    ds = ray.data.from_items([{"text": t, "id": i} for t, i in zip(texts, ids)],
+                             override_num_blocks=5)
+    out = minhash_dedup(ds, threshold=threshold, keep=keep, id_column="id", seed=3,
+                        num_partitions=3)
+    ref = dedup(texts, method="minhash", threshold=threshold, keep=keep, seed=3)
+    got = out.result
+    assert ref.n_removed > 20  # the corpus really has near-duplicates
+    np.testing.assert_array_equal(got.duplicate_of, ref.duplicate_of)
+    np.testing.assert_array_equal(got.keep, ref.keep)
+    np.testing.assert_array_equal(got.pairs, ref.pairs)
+    np.testing.assert_allclose(got.pair_scores, ref.pair_scores)
+    np.testing.assert_allclose(got.similarity, ref.similarity, equal_nan=True)
+    assert got.clusters == ref.clusters
+    assert out.info["candidates"] == ref.info["minhash"]["candidates"]
+    # The datasets: kept rows in their columns, and one report row per removed row.
+    kept = out.kept.take_all()
+    assert sorted(r["id"] for r in kept) == sorted(ids[i] for i in ref.keep)
+    assert set(kept[0]) == {"text", "id"}
+    report = sorted(out.report.take_all(), key=lambda r: r["row"])
+    ledger = ref.ledger(ids=ids)
+    assert [(r["id"], r["duplicate_of"], r["method"]) for r in report] == \
+        [(e["id"], e["duplicate_of"], e["method"]) for e in ledger]
+    assert [r["similarity"] for r in report] == pytest.approx([e["similarity"] for e in ledger])
+    assert len(kept) + len(report) == len(texts)  # no row lost
+
+
+def test_minhash_dedup_scores_and_row_ids(ray_session):
+    pytest.importorskip("ctxkit.dedup.minhash")
+    from ctxkit.dedup import dedup
+
+    texts = _near_duplicate_corpus(80, seed=1)
+    scores = np.random.default_rng(2).random(len(texts))
+    ds = ray.data.from_items([{"text": t, "s": float(s)} for t, s in zip(texts, scores)],
+                             override_num_blocks=3)
+    out = minhash_dedup(ds, threshold=0.6, score_column="s", num_perm=64)
+    ref = dedup(texts, method="minhash", threshold=0.6, scores=scores, num_perm=64)
+    np.testing.assert_array_equal(out.result.duplicate_of, ref.duplicate_of)
+    report = out.report.take_all()
+    assert sorted(r["id"] for r in report) == ref.removed.tolist()  # row numbers as ids
+
+
+def test_pair_similarity_on_the_hash_shuffle_path(ray_session):
+    """Ray's default hash shuffle (aggregator actors): every group stays whole."""
+    pytest.importorskip("ctxkit.dedup.minhash")
+    from ray.data.context import ShuffleStrategy
+
+    from ctxkit.dedup.minhash import estimate_jaccard, signatures
+
+    texts = _near_duplicate_corpus(60, seed=4)
+    sig = signatures(texts, num_perm=32, seed=1)
+    sig_ds = ray.data.from_items([{"_row": i, "sig": s} for i, s in enumerate(sig)],
+                                 override_num_blocks=3)
+    sig_ds.context.shuffle_strategy = ShuffleStrategy.SHUFFLE_V2
+    rng = np.random.default_rng(0)
+    pairs = rng.integers(0, len(texts), (200, 2))
+    got = pair_similarity(sig_ds, pairs, num_partitions=2)
+    np.testing.assert_array_equal(got, estimate_jaccard(sig, pairs))
+
+
+def test_minhash_dedup_errors(ray_session):
+    pytest.importorskip("ctxkit.dedup.minhash")
+    # Non-UTF-8 bytes are not text: the error names the row instead of guessing a decoding.
+    ds = ray.data.from_items([{"text": b"\xff\xfe bytes"}, {"text": b"fine"}])
+    with pytest.raises(Exception, match=r"row 0: column 'text' must hold text, got bytes"):
+        minhash_dedup(ds)
+    with pytest.raises(ValueError, match="not a column"):
+        minhash_dedup(ds, column="body")
+    with pytest.raises(ValueError, match="threshold"):
+        minhash_dedup(ds, threshold=1.5)
+    empty = minhash_dedup(ray.data.from_items([{"text": "x"}]).filter(lambda r: False))
+    assert empty.result.n == 0 and empty.report.count() == 0
+
+
+# ---------------------------------------------------------------- packing
+
+
+def _token_dataset(lengths, blocks=4):
+    seqs = [list(range(1000 * i, 1000 * i + int(n))) for i, n in enumerate(lengths)]
+    ds = ray.data.from_items([{"input_ids": s, "n": int(n)} for s, n in zip(seqs, lengths)],
+                             override_num_blocks=blocks)
+    return ds, seqs
+
+
+def test_pack_global_equals_pack_lengths(ray_session):
+    lengths = np.random.default_rng(0).integers(0, 300, 400)
+    lengths[[5, 17]] = 0
+    ds, seqs = _token_dataset(lengths)
+    out = pack(ds, 512, column="input_ids", mode="global")
+    windows = out.windows.take_all()
+    plan = pack_lengths(lengths, 512)
+    assert sorted(tuple(w["rows"]) for w in windows) == sorted(tuple(b) for b in
+                                                                 map(np.ndarray.tolist, plan.bins))
+    for w in windows:  # tokens in plan order, nothing else
+        assert list(w["input_ids"]) == [t for r in w["rows"] for t in seqs[r]]
+        assert w["tokens"] == len(w["input_ids"]) <= 512
+    assert out.stats["windows"] == plan.n_bins == len(windows)
+    assert {(s["row"], s["reason"]) for s in out.skipped.take_all()} == \
+        {(int(i), "empty") for i in np.flatnonzero(lengths == 0)} >= {(5, "empty"), (17, "empty")}
+    lengths_only = pack(ds, 512, column="n", mode="global")
+    assert sorted(tuple(w["rows"]) for w in lengths_only.windows.take_all()) == \
+        sorted(tuple(w["rows"]) for w in windows)
+
+
+def test_pack_per_block_places_every_row_once(ray_session):
+    lengths = np.random.default_rng(1).integers(1, 200, 300)
+    ds, seqs = _token_dataset(lengths, blocks=6)
+    out = pack(ds, 256, column="input_ids", mode="block")
+    windows = out.windows.take_all()
+    rows = sorted(r for w in windows for r in w["rows"])
+    assert rows == list(range(len(lengths)))
+    for w in windows:
+        assert list(w["input_ids"]) == [t for r in w["rows"] for t in seqs[r]]
+        assert sum(w["lengths"]) == w["tokens"] <= 256
+    block = window_utilization(out.windows, 256)
+    glob = pack_lengths(lengths, 256)
+    assert block["tokens"] == glob.total_tokens
+    assert block["windows"] >= glob.n_bins  # per-block packing never beats the global plan
+
+
+def test_pack_overflow(ray_session):
+    ds, _ = _token_dataset([10, 600, 20], blocks=1)
+    with pytest.raises(Exception, match=r"row 1 has 600 tokens, more than capacity 512"):
+        pack(ds, 512, mode="global")
+    with pytest.raises(Exception, match=r"row 1 has 600 tokens"):
+        pack(ds, 512, mode="block").windows.take_all()
+    cut = pack(ds, 512, mode="global", overflow="truncate").windows.take_all()
+    assert sorted(np.concatenate([w["lengths"] for w in cut]).tolist()) == [10, 20, 512]
+    dropped = pack(ds, 512, mode="global", overflow="drop")
+    assert [s["reason"] for s in dropped.skipped.take_all()] == ["over capacity"]
+    with pytest.raises(ValueError, match="overflow"):
+        pack(ds, 512, overflow="split")
+
+
+# ---------------------------------------------------------------- embedding
+
+
+class CharEncoder:
+    """A tiny deterministic encoder with PackedEncoder's interface (character histograms)."""
+
+    def __init__(self, model=None, device="cpu", dim=16):
+        self.dim = dim
+
+    def encode(self, texts):
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for i, t in enumerate(texts):
+            for j, c in enumerate(t.encode("utf-8")):
+                out[i, (c + j) % self.dim] += 1.0
+        return out
+
+
+@pytest.fixture(scope="module")
+def picklable_tests():
+    from ray import cloudpickle
+
+    # The actors cannot import this test module: ship its classes by value.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    yield
+    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def test_embed_writes_vectors_with_their_ids(ray_session, picklable_tests):
+    texts = [f"text {i} " * (i % 5) for i in range(120)] + ["", "日本語 ünïcode"]
+    ds = ray.data.from_items([{"text": t, "id": f"k{i}"} for i, t in enumerate(texts)],
+                             override_num_blocks=3)
+    want = CharEncoder().encode(texts)
+    rows = embed(ds, id_column="id", encoder=CharEncoder, batch_size=32, num_workers=1).take_all()
+    got = {r["id"]: r["embedding"] for r in rows}
+    assert len(got) == len(texts)
+    np.testing.assert_array_equal(np.stack([got[f"k{i}"] for i in range(len(texts))]), want)
+
+
+def test_embed_rejects_non_text(ray_session):
+    from ctxkit.distributed.embedding import _EmbedActor
+
+    # The actor's code, run in-process: a bad value is named by its id.
+    actor = _EmbedActor(CharEncoder, {}, "text", "id", "embedding", None, None)
+    batch = {"text": np.array(["ok", None], dtype=object), "id": np.array([1, 2])}
+    with pytest.raises(ValueError, match=r"id 2: column 'text' must hold text, got NoneType"):
+        actor(batch)
+    assert actor({"text": batch["text"][:1], "id": batch["id"][:1]})["embedding"].shape == (1, 16)
+    ds = ray.data.from_items([{"text": "ok", "id": 1}])
+    with pytest.raises(ValueError, match="not in the dataset"):
+        embed(ds, column="body", encoder=CharEncoder)
+
+
+# ---------------------------------------------------------------- what `ctxkit ... --ray` runs
+
+
+def test_run_command_dedup_and_pack(ray_session, tmp_path):
+    pytest.importorskip("ctxkit.dedup.minhash")
+    import json
+
+    from ctxkit.dedup import dedup
+    from ctxkit.distributed import run_command
+
+    texts = _near_duplicate_corpus(60, seed=5)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": f"r{i}", "body": t}) + "\n"
+                           for i, t in enumerate(texts)))
+    rows = dict(run_command("dedup", "local", src, tmp_path / "kept.jsonl", field="body",
+                            id_field="id", report_path=tmp_path / "dups.json", method="minhash",
+                            threshold=0.6))
+    ref = dedup(texts, method="minhash", threshold=0.6)
+    report = json.loads((tmp_path / "dups.json").read_text())
+    assert rows["removed (minhash)"] == ref.n_removed == len(report["removed"])
+    kept = [json.loads(line) for f in sorted((tmp_path / "kept.jsonl").iterdir())
+            for line in f.read_text().splitlines()]
+    assert sorted(r["id"] for r in kept) == sorted(f"r{i}" for i in ref.keep)
+    with pytest.raises(ValueError, match="only --method minhash"):
+        run_command("dedup", "local", src, tmp_path / "x.jsonl", method="exact,minhash")
+    with pytest.raises(ValueError, match=r"field\(s\) \['text'\] not in"):
+        run_command("pack", "local", src, tmp_path / "w.parquet", capacity=64)
+    bad = tmp_path / "bad.jsonl"  # a worker's error comes back as one ValueError line
+    bad.write_text('{"id": "a", "body": "ok"}\n{"id": "b", "body": 5}\n')
+    with pytest.raises(ValueError, match=r"^record 'b': field 'body' must hold text, got int$"):
+        run_command("pack", "local", bad, tmp_path / "b.parquet", field="body", id_field="id")
+
+    rows = dict(run_command("pack", "local", src, tmp_path / "w.parquet", field="body",
+                            capacity=256, tokenizer="cl100k_base", overflow="truncate"))
+    windows = ray.data.read_parquet(str(tmp_path / "w.parquet")).take_all()
+    assert rows["windows"] == len(windows)
+    assert rows["skipped (empty/dropped)"] == 2
+    assert sorted(r for w in windows for r in w["rows"]) == [i for i, t in enumerate(texts) if t]
+
+
+def test_run_command_embed_matches_packed_encoder(ray_session, tmp_path):
+    """The real PackedEncoder in a CPU actor, vectors in input order (.npy): equal to encode()."""
+    pytest.importorskip("ctxkit.embed")
+    import json
+
+    from ctxkit.embed import PackedEncoder
+
+    from ctxkit.distributed import run_command
+
+    texts = ["A short one.", "", "Packed rows keep each document's own [CLS] and [SEP].",
+             "ünïcode и 日本語 text", "word " * 300]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    rows = dict(run_command("embed", "local", src, tmp_path / "v.npy", batch_size=2))
+    got = np.load(tmp_path / "v.npy")
+    want = PackedEncoder(device="cpu").encode(texts)
+    assert rows["texts"] == len(texts) and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_auto_shuffle_picks_sort_for_small_inputs(ray_session):
+    from ray.data.context import ShuffleStrategy
+
+    from ctxkit.distributed.blocks import AUTO_HASH_ROWS, set_shuffle
+
+    ds = ray.data.from_items([{"x": 1}])
+    set_shuffle(ds, "auto", 1000)
+    assert ds.context.shuffle_strategy == ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+    set_shuffle(ds, "auto", AUTO_HASH_ROWS)
+    assert ds.context.shuffle_strategy == ShuffleStrategy.SHUFFLE_V2
+    with pytest.raises(ValueError, match="shuffle must be one of"):
+        set_shuffle(ds, "fast")
