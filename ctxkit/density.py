@@ -32,7 +32,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -146,53 +145,31 @@ def text_density(text: str, ids: Sequence[int], bits: np.ndarray | None, n: int 
     )
 
 
-_NORM = re.compile(r"\W+")
 
 
 def near_duplicates(texts: Sequence[str], threshold: float = 0.8) -> list[int]:
     """For each text, the index of an earlier text it nearly duplicates, else -1.
 
-    Exact duplicates (after lowercasing and collapsing punctuation/whitespace) first, then
-    MinHash LSH over word 3-gram shingles (word sets for texts under 3 words) at Jaccard
-    ``threshold``; a candidate is confirmed with its exact Jaccard so no false positive slips
-    through.
+    :func:`ctxkit.dedup.dedup` with exact matching, then MinHash over word 3-gram shingles at
+    Jaccard ``threshold`` (``1.0``: exact only), both ignoring case, whitespace and
+    punctuation; each cluster keeps its earliest member.
 
     Example:
         >>> near_duplicates(["Thanks!", "thanks", "the cat sat on the mat today",
         ...                  "The cat sat on the mat today!"])
         [-1, 0, -1, 2]
     """
+    from ctxkit.dedup import dedup
+
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
-    out = [-1] * len(texts)
-    norm = [_NORM.sub(" ", t.lower()).strip() for t in texts]
-    first: dict[str, int] = {}
-    for i, key in enumerate(norm):
-        if key in first:
-            out[i] = first[key]
-        else:
-            first[key] = i
-    if threshold >= 1.0:
-        return out
-    from datasketch import MinHash, MinHashLSH
-
-    lsh = MinHashLSH(threshold=threshold, num_perm=128)
-    shingles: dict[int, set[str]] = {}
-    for i, key in enumerate(norm):
-        if out[i] != -1 or not key:
-            continue
-        words = key.split()
-        sh = {" ".join(words[j:j + 3]) for j in range(len(words) - 2)} or set(words)
-        mh = MinHash(num_perm=128)
-        mh.update_batch([s.encode() for s in sh])
-        hits = [j for j in map(int, lsh.query(mh))
-                if len(sh & shingles[j]) / len(sh | shingles[j]) >= threshold]
-        if hits:
-            out[i] = min(hits)
-        else:
-            lsh.insert(str(i), mh)
-            shingles[i] = sh
-    return out
+    if not texts:
+        return []
+    methods = ["exact"] if threshold >= 1.0 else ["exact", "minhash"]
+    options = {} if threshold >= 1.0 else {"unit": "word", "ngram": 3}
+    res = dedup(list(texts), methods, threshold={"minhash": threshold}, keep="first",
+                punctuation=True, **options)
+    return [int(d) for d in res.duplicate_of]
 
 
 def _clusters(dup: list[int], tokens: list[int], top: int) -> list[dict[str, Any]]:

@@ -288,22 +288,17 @@ def _fit_idf(corpus: Sequence[str]) -> tuple[dict[str, float], float]:
 
 
 @functools.lru_cache(maxsize=1)
-def _sentence_model():
-    from sentence_transformers import SentenceTransformer
+def _encoder():
+    from ctxkit.embed import PackedEncoder
 
-    from ctxkit.tokenize import minilm_path
-
-    return SentenceTransformer(str(minilm_path()), device="cpu")
+    return PackedEncoder()  # the bundled all-MiniLM-L6-v2, packed passes, GPU when present
 
 
 def embed(texts: Sequence[str]) -> np.ndarray:
     """Unit-normalised embeddings ``[n, dim]`` from the bundled all-MiniLM-L6-v2."""
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
-    vecs = _sentence_model().encode(list(texts), batch_size=64, show_progress_bar=False,
-                                    convert_to_numpy=True)
-    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-    return vecs / np.maximum(norms, 1e-12)
+    return _encoder().encode(list(texts), normalize=True)
 
 
 class EmbeddingScorer(IdfScorer):
