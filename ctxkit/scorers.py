@@ -442,6 +442,7 @@ class LMScorer(_Lexical):
         self.device, self.window, self.context, self.batch_size = (device, window, context,
                                                                    batch_size)
         self._model = self._tok = None
+        self._cache: dict[str, np.ndarray] = {}  # a history is scored at several budgets
 
     def _load(self):
         if self._model is None:
@@ -457,6 +458,9 @@ class LMScorer(_Lexical):
     def token_surprisal(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per text: token character offsets ``[n, 2]`` and surprisal in bits ``[n]``."""
         import torch
+
+        if not texts:
+            return []
 
         model, tok = self._load()
         enc = tok(list(texts), add_special_tokens=False, return_offsets_mapping=True)
@@ -490,6 +494,14 @@ class LMScorer(_Lexical):
                 for o, bt in zip(enc["offset_mapping"], bits)]
 
     def information(self, texts: Sequence[str]) -> list[np.ndarray]:
+        todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if len(self._cache) + len(todo) > 20_000:
+            self._cache.clear()
+            todo = list(dict.fromkeys(texts))
+        self._cache.update(zip(todo, self._information(todo)))
+        return [self._cache[t] for t in texts]
+
+    def _information(self, texts: Sequence[str]) -> list[np.ndarray]:
         out = []
         spans_of = [atoms(t) for t in texts]
         it = iter(self.token_surprisal([t for t, sp in zip(texts, spans_of) if sp]))
