@@ -348,8 +348,8 @@ def evaluate(
             "(ctxkit.dedup). exact: identical after Unicode NFKC, case and whitespace folding; "
             "minhash: Jaccard of character 5-gram sets at or above the threshold, verified "
             "pairs, transitive clusters; semantic: cosine of all-MiniLM-L6-v2 embeddings "
-            "(thresholds in the table). Removed texts keep their cluster's first member; tokens saved are the "
-            "removed texts' token counts."
+            "(thresholds in the table). Removed texts keep their cluster's first member; "
+            "tokens saved are the removed texts' token counts."
         )
     if "density" in sections:
         step("scoring density")

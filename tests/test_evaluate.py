@@ -79,7 +79,7 @@ def test_cli_eval_writes_report(tmp_path):
     from ctxkit.cli import main
 
     src = tmp_path / "data.jsonl"
-    rows = [{"instruction": f"Explain item {i}", "input": "", "output": "It is item %d. " % i * 9}
+    rows = [{"instruction": f"Explain item {i}", "input": "", "output": f"It is item {i}. " * 9}
             for i in range(30)]
     rows.append({"instruction": "no output field"})
     src.write_text("\n".join(json.dumps(r) for r in rows))
