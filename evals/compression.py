@@ -100,17 +100,24 @@ def generated_exchanges(n: int = 120, seed: int = 0) -> list[tuple[str, str]]:
     return out
 
 
+# (fact, question, answer, the question paraphrased with few of the fact's words)
 FACTS = [
-    ("My locker combination is {n4}.", "What is my locker combination?", "{n4}"),
+    ("My locker combination is {n4}.", "What is my locker combination?", "{n4}",
+     "Which digits open the lock on my gym cubby?"),
     ("The wifi password at the cabin is {word}-{n3}.", "What is the wifi password at the cabin?",
-     "{word}-{n3}"),
-    ("My sister {name} was born in {city}.", "Where was my sister {name} born?", "{city}"),
-    ("Our project code name is {Word}{n2}.", "What is our project code name?", "{Word}{n2}"),
+     "{word}-{n3}", "What do I type to get online at our lake house?"),
+    ("My sister {name} was born in {city}.", "Where was my sister {name} born?", "{city}",
+     "What is the hometown of {name}?"),
+    ("Our project code name is {Word}{n2}.", "What is our project code name?", "{Word}{n2}",
+     "What do we call our initiative internally?"),
     ("The meeting with {name2} is at {hh}:{mm} tomorrow.", "What time is the meeting with "
-     "{name2}?", "{hh}:{mm}"),
-    ("My flight to {city2} is {AB}{n4b}.", "What is my flight number to {city2}?", "{AB}{n4b}"),
-    ("I parked the car on level {n1}, spot {n3b}.", "Which spot did I park the car in?", "{n3b}"),
-    ("My employee ID is {n6}.", "What is my employee ID?", "{n6}"),
+     "{name2}?", "{hh}:{mm}", "When do I see {name2}?"),
+    ("My flight to {city2} is {AB}{n4b}.", "What is my flight number to {city2}?", "{AB}{n4b}",
+     "Which plane am I taking to {city2}?"),
+    ("I parked the car on level {n1}, spot {n3b}.", "Which spot did I park the car in?", "{n3b}",
+     "Where did I leave my vehicle in the garage?"),
+    ("My employee ID is {n6}.", "What is my employee ID?", "{n6}",
+     "What is my staff number at work?"),
 ]
 NAMES = ["Priya", "Tomasz", "Ingrid", "Kofi", "Mateo", "Yuki", "Amara", "Lars", "Noor", "Eitan"]
 CITIES = ["Valparaiso", "Tbilisi", "Trondheim", "Cusco", "Ljubljana", "Mombasa", "Hobart",
@@ -134,14 +141,14 @@ def _fill(rng: random.Random) -> dict[str, str]:
 def build_history(pool: list[tuple[str, str]], rng: random.Random, n_exchanges: int = 24
                   ) -> tuple[list[dict[str, str]], str, int]:
     """A history with 4 facts, filler and a re-asked question; returns (messages, answer,
-    position of the asked fact as a share of the history, 0 = oldest)."""
+    position of the asked fact as a share of the history (0 = oldest), paraphrased question)."""
     exchanges = [rng.choice(pool) for _ in range(n_exchanges)]
     msgs: list[dict[str, str]] = [{"role": "system", "content": SYSTEM}]
     slots = sorted(rng.sample(range(n_exchanges), 4))
     facts = rng.sample(FACTS, 4)
     values = _fill(rng)
     asked = rng.randrange(4)
-    answer = question = ""
+    answer = question = paraphrase = ""
     asked_at = 0
     for k, (user, reply) in enumerate(exchanges):
         msgs += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
@@ -154,13 +161,13 @@ def build_history(pool: list[tuple[str, str]], rng: random.Random, n_exchanges: 
                      {"role": "assistant", "content": old_reply}]
         if k in slots:
             i = slots.index(k)
-            fact, q, a = (s.format(**values) for s in facts[i])
+            fact, q, a, para = (s.format(**values) for s in facts[i])
             msgs += [{"role": "user", "content": f"By the way, {fact[0].lower()}{fact[1:]}"},
                      {"role": "assistant", "content": rng.choice(ACKS)}]
             if i == asked:
-                question, answer, asked_at = q, a, len(msgs) - 2
+                question, answer, asked_at, paraphrase = q, a, len(msgs) - 2, para
     msgs.append({"role": "user", "content": question})
-    return msgs, answer, asked_at / len(msgs)
+    return msgs, answer, asked_at / len(msgs), paraphrase
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,10 +220,17 @@ BASELINES = {"keep-recent": keep_recent, "random drop": random_drop, "head trunc
              head_truncation}
 
 
-def needle_eval(pool, n_histories: int, scorers: list[str], seed: int = 0) -> dict[str, Any]:
+def needle_eval(pool, n_histories: int, scorers: list[str], seed: int = 0,
+                paraphrase: bool = False) -> dict[str, Any]:
+    """Needle retention; ``paraphrase`` asks the final question in other words."""
     tok = get_tokenizer("cl100k_base")
     rng = random.Random(seed)
-    histories = [build_history(pool, rng) for _ in range(n_histories)]
+    histories = []
+    for _ in range(n_histories):
+        msgs, answer, pos, para = build_history(pool, rng)
+        if paraphrase:
+            msgs[-1] = {"role": "user", "content": para}
+        histories.append((msgs, answer, pos))
     methods = [f"ctxkit ({s})" for s in scorers] + list(BASELINES)
     hits = {m: {r: 0 for r in RATIOS} for m in methods}
     achieved = {m: {r: [] for r in RATIOS} for m in methods}
@@ -226,7 +240,8 @@ def needle_eval(pool, n_histories: int, scorers: list[str], seed: int = 0) -> di
     for s in scorers:  # load models before timing anything
         get_scorer(s).relevance(["warm up"], "warm")
     for h, (msgs, answer, _) in enumerate(histories):
-        print(f"needle: history {h + 1}/{len(histories)}", file=sys.stderr, flush=True)
+        print(f"needle{' (paraphrased)' if paraphrase else ''}: history {h + 1}/"
+              f"{len(histories)}", file=sys.stderr, flush=True)
         original = count_chat_tokens(msgs, tok)
         costs = _costs(msgs, tok)
         sizes.append(original)
@@ -376,6 +391,15 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {m} | " + " | ".join(f"{row[_rname(r)]:.0%}" for r in RATIOS)
                      + f" | {needle['achieved_ratio'][m]['1/4']:.3f} | "
                      f"{needle['overshoot_tokens'][m]} |")
+    para = report["needle_paraphrased"]
+    lines += ["", "The same histories, the final question paraphrased (few words shared with "
+              "the fact):", "",
+              "| method | " + " | ".join(f"retention @ {_rname(r)}" for r in RATIOS)
+              + " | overshoot (tokens) |",
+              "|---|" + "---:|" * (len(RATIOS) + 1)]
+    for m, row in para["retention"].items():
+        lines.append(f"| {m} | " + " | ".join(f"{row[_rname(r)]:.0%}" for r in RATIOS)
+                     + f" | {para['overshoot_tokens'][m]} |")
     lines += ["", "Evidence retention: gold chunk among distractors, question-aware, 4x "
               "(budget = 1/4 of the chunks' tokens).", "",
               "| data | method | gold retained | answer string retained | overshoot |",
@@ -401,22 +425,25 @@ def plot(report: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    needle = report["needle"]
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax, axp, ax2) = plt.subplots(1, 3, figsize=(16, 4.4))
     xs = [r for r in RATIOS][::-1]
-    markers = iter("osD^v<>p")
-    for m, row in needle["retention"].items():
-        style = "-" if m.startswith("ctxkit") else "--"
-        ax.plot(xs, [100 * row[_rname(r)] for r in xs], style, marker=next(markers), label=m,
-                alpha=0.9)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(xs, [_rname(r) for r in xs])
-    ax.set_ylim(-3, 103)  # equal curves overlap: the later one is drawn on top
-    ax.set_xlabel("token budget (share of the history's tokens)")
-    ax.set_ylabel("needle retained (% of histories)")
-    ax.set_title(f"Needle retention, {needle['n_histories']} chat histories")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    for axis, key, title in ((ax, "needle", "question as asked"),
+                             (axp, "needle_paraphrased", "question paraphrased")):
+        needle = report[key]
+        markers = iter("osD^v<>p")
+        for m, row in needle["retention"].items():
+            style = "-" if m.startswith("ctxkit") else "--"
+            axis.plot(xs, [100 * row[_rname(r)] for r in xs], style, marker=next(markers),
+                      label=m, alpha=0.9)
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(xs, [_rname(r) for r in xs])
+        axis.set_ylim(-3, 103)  # equal curves overlap: the later one is drawn on top
+        axis.set_xlabel("token budget (share of the history's tokens)")
+        axis.set_ylabel("needle retained (% of histories)")
+        axis.set_title(f"Needle retention, {needle['n_histories']} histories: {title}",
+                       fontsize=10)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
     ev = report["evidence"]
     groups = [("GSM8K gold chunk", ev["gsm8k"]["gold_retention"]),
               ("GSM8K answer line", ev["gsm8k"]["answer_retention"]),
@@ -465,6 +492,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         + (f" --histories {args.histories}" if args.histories else "")
         + (f" --cases {args.cases}" if args.cases else ""),
         "needle": needle_eval(pool, n_hist, scorers, args.seed),
+        "needle_paraphrased": needle_eval(pool, n_hist, scorers, args.seed, paraphrase=True),
         "evidence": evidence_eval(root, args.cases or (2 if args.quick else 40), 12, scorers,
                                   args.seed),
     }
