@@ -459,7 +459,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
     ax2.set_ylim(0, 135)  # headroom: the legend sits above the bars
     ax2.set_yticks(range(0, 101, 20))
     ax2.set_ylabel("retained (% of cases)")
-    ax2.set_title(f"Evidence retention at 4x ({ev['gsm8k']['chunks_per_case']} chunks per case)")
+    ax2.set_title(f"Evidence retention at 4x ({ev['gsm8k']['chunks_per_case']} chunks per case)",
+                  fontsize=10)
     ax2.legend(fontsize=8, loc="upper center", ncol=2)
     fig.tight_layout()
     save_figure(fig, path)
