@@ -522,7 +522,395 @@ def dedup_cmd(
 # ===== embedding commands =====
 
 
+from typing import Annotated  # here, not at the top: this block is all the embed command owns
+
+
+def _write_npy_stream(path: Path, chunks: Iterator, dim: int) -> int:
+    """Write float32 rows arriving in chunks to ``.npy`` with bounded memory.
+
+    Rows go to a scratch file first (the header needs the final row count), then header and
+    rows are copied into the atomically written target.
+    """
+    import shutil
+    import tempfile
+
+    import numpy as np
+
+    from ctxkit.records import atomic_write
+
+    n = 0
+    with tempfile.TemporaryFile(dir=path.parent if path.parent.exists() else None) as raw:
+        for part in chunks:
+            raw.write(np.ascontiguousarray(part, dtype="<f4").tobytes())
+            n += len(part)
+        raw.seek(0)
+        with atomic_write(path, "wb") as fh:
+            header = {"descr": "<f4", "fortran_order": False, "shape": (n, dim)}
+            np.lib.format.write_array_header_1_0(fh, header)
+            shutil.copyfileobj(raw, fh, 1 << 22)
+    return n
+
+
+@app.command("embed")
+def embed_cmd(
+    input: Annotated[Path, typer.Argument(help="JSONL, JSON or Parquet records.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="vectors.npy or .parquet")],
+    field: Annotated[str | None, typer.Option(help="Text field of each record.")] = "text",
+    template: Annotated[str | None, typer.Option(help="alpaca | messages")] = None,
+    ids: Annotated[bool, typer.Option(help="Also write record ids (a parquet column, or "
+                                      "<output>.ids.jsonl beside a .npy).")] = False,
+    id_field: Annotated[str | None, typer.Option(help="Field holding the id.")] = None,
+    model: Annotated[Path | None, typer.Option(help="Local sentence-transformers directory "
+                                               "(default: bundled all-MiniLM-L6-v2).")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    dtype: Annotated[str, typer.Option(help="auto | float32 | bfloat16 | float16")] = "auto",
+    batch_tokens: Annotated[int | None, typer.Option(min=1, help="Token slots per forward "
+                                                     "pass.")] = None,
+    chunk_size: Annotated[int, typer.Option(min=1, help="Texts read, packed and written at "
+                                            "a time (bounds memory).")] = 8192,
+    normalize: Annotated[bool | None, typer.Option("--normalize/--no-normalize",
+                                                   help="Default: as the model does.")] = None,
+    skip_bad: Annotated[bool, typer.Option(help="Skip and list bad records.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    summary_json: Annotated[Path | None, typer.Option(help="Also write the summary as "
+                                                      "JSON.")] = None,
+) -> None:
+    """Embed every record's text with packed passes; same vectors as sentence-transformers."""
+    import itertools
+    import json
+    import time
+
+    from ctxkit.embed import EncodeStats, PackedEncoder
+    from ctxkit.records import atomic_write, write_json, write_parquet
+
+    suffix = output.suffix.lower()
+    if suffix not in (".npy", ".parquet"):
+        fail(f"output must end in .npy or .parquet, got {output.name!r}")
+    if template is not None:
+        field = None
+    try:
+        enc = PackedEncoder(model, device=device, dtype=dtype)
+    except (ValueError, TypeError) as exc:
+        fail(str(exc))
+    report = ReadReport()
+    records = iter_input(input, field=field, template=template, id_field=id_field,
+                         skip_bad=skip_bad, report=report)
+    total = EncodeStats()
+    t0 = time.perf_counter()
+    ids_path = output.with_name(output.name + ".ids.jsonl") if ids and suffix == ".npy" else None
+
+    def chunks() -> Iterator[tuple]:
+        with progress_bar("embedding", None, enabled=progress) as advance:
+            while True:
+                batch = list(itertools.islice(records, chunk_size))
+                if not batch:
+                    return
+                vecs = enc.encode([r.text for r in batch], batch_tokens=batch_tokens,
+                                  normalize=normalize)
+                total.add(enc.last_stats)
+                advance(len(batch))
+                yield [r.id for r in batch], vecs
+
+    if suffix == ".npy":
+        id_fh = None
+        with contextlib.ExitStack() as stack:
+            if ids_path is not None:
+                id_fh = stack.enter_context(atomic_write(ids_path))
+
+            def vectors() -> Iterator:
+                for chunk_ids, vecs in chunks():
+                    if id_fh is not None:
+                        id_fh.writelines(json.dumps(i, ensure_ascii=False) + "\n"
+                                         for i in chunk_ids)
+                    yield vecs
+
+            _write_npy_stream(output, vectors(), enc.dim)
+    else:
+        import pyarrow as pa
+
+        def tables() -> Iterator:
+            for chunk_ids, vecs in chunks():
+                flat = pa.array(vecs.reshape(-1), type=pa.float32())
+                cols = {"embedding": pa.FixedSizeListArray.from_arrays(flat, enc.dim)}
+                yield pa.table({"id": chunk_ids, **cols} if ids else cols)
+
+        try:
+            write_parquet(output, tables())
+        except ValueError as exc:  # no records at all: write an empty, typed table
+            if "nothing to write" not in str(exc):
+                raise
+            empty = pa.FixedSizeListArray.from_arrays(pa.array([], pa.float32()), enc.dim)
+            cols = {"embedding": empty}
+            write_parquet(output, pa.table({"id": pa.array([], pa.string()), **cols}
+                                           if ids else cols))
+    seconds = time.perf_counter() - t0
+    rows = [
+        ("texts", total.texts), ("tokens", total.tokens), ("rows", total.rows),
+        ("utilization", total.utilization), ("texts/s", total.texts / seconds if seconds else 0.0),
+        ("empty texts", total.empty), (f"truncated (> {enc.max_seq_length} tokens)",
+                                       total.truncated),
+        ("skipped records", report.n_skipped), ("output", str(output)),
+    ]
+    if ids_path is not None:
+        rows.append(("ids", str(ids_path)))
+    print_table("ctxkit embed", rows)
+    print_skipped(report)
+    if summary_json is not None:
+        write_json(summary_json, {**total.to_dict(), "wall_seconds": seconds,
+                                  "skipped": report.to_dict()["skipped"],
+                                  "output": str(output), "dim": enc.dim,
+                                  "max_seq_length": enc.max_seq_length})
+
+
+
 # ===== compression commands (compress, chat, density) =====
+
+_TEXT_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".pq")
+
+
+def _read_text_file(path: Path) -> str:
+    if not path.exists():
+        fail(f"input file not found: {path}")
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail(f"{path}: not valid UTF-8 (byte {exc.start}); convert it to UTF-8 first")
+    return ""
+
+
+def _compress_error(exc: Exception, where: str) -> None:
+    fail(f"{where}: {exc}")
+
+
+def _dropped_rows(result) -> list[dict]:
+    return [{"unit": u.index, "reason": u.reason, "score": round(u.score, 4), "tokens": u.tokens,
+             "text": u.text} for u in result.units if not u.kept or u.reason]
+
+
+def _print_reasons(title: str, reasons: list[str]) -> None:
+    from collections import Counter
+
+    counts = Counter(r.split(" (")[0].rstrip("0123456789 ") for r in reasons)
+    if counts:
+        print_table(title, sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+@app.command("compress")
+def compress_cmd(
+    path: Path = typer.Argument(..., help="A text file, or JSONL/JSON/Parquet records."),
+    budget: int = typer.Option(..., "--budget", "-b", help="Token budget per text."),
+    output: Path = typer.Option(..., "-o", "--output", help="Compressed text, or JSONL."),
+    query: str | None = typer.Option(None, "--query", "-q", help="Keep what answers this."),
+    query_field: str | None = typer.Option(None, help="Per-record query field (records)."),
+    scorer: str = typer.Option("idf", help="idf | embedding | lm"),
+    granularity: str = typer.Option("sentence", help="sentence | token | chunk"),
+    tokenizer: str = typer.Option("cl100k_base", help="Tokenizer the budget is counted in."),
+    force_keep: list[str] = typer.Option([], "--force-keep", help="Text that must survive."),
+    token_drop: float = typer.Option(0.0, help="Share of words to drop inside kept units."),
+    field: str | None = typer.Option(None, help="Text field of records (default: text)."),
+    id_field: str | None = typer.Option(None, help="Record id field."),
+    report: Path | None = typer.Option(None, help="Write the ledger of dropped units here."),
+    skip_bad: bool = typer.Option(False, help="Skip bad records and list them."),
+) -> None:
+    """Compress a text (or each record) to --budget tokens; report what was dropped."""
+    from ctxkit.prune import compress
+    from ctxkit.records import ReadReport, atomic_write, write_json, write_jsonl
+
+    options = {"tokenizer": tokenizer, "scorer": scorer, "granularity": granularity,
+               "force_keep": force_keep, "token_drop": token_drop}
+    try:
+        from ctxkit.scorers import get_scorer
+
+        options["scorer"] = get_scorer(scorer)  # once, so model-backed scorers load once
+    except (ValueError, ImportError) as exc:
+        fail(str(exc))
+    if path.suffix.lower() not in _TEXT_SUFFIXES:
+        text = _read_text_file(path)
+        try:
+            res = compress(text, budget, query=query, **options)
+        except (ValueError, TypeError) as exc:
+            _compress_error(exc, str(path))
+        with atomic_write(output) as fh:
+            fh.write(res.text)
+        if report is not None:
+            write_json(report, res.to_dict())
+        print_table("compress", [("original tokens", res.original_tokens),
+                                 ("compressed tokens", res.compressed_tokens),
+                                 ("budget", budget), ("ratio", res.ratio),
+                                 ("units kept", len(res.kept)),
+                                 ("units dropped", len(res.dropped))])
+        _print_reasons("dropped units by reason", [u.reason for u in res.dropped])
+        return
+
+    read_report = ReadReport()
+    rows, ledger, totals, reasons = [], [], [0, 0], []
+    records = iter_input(path, field=field, template=None, id_field=id_field,
+                         skip_bad=skip_bad, report=read_report)
+    with progress_bar("compressing") as advance:
+        for rec in records:
+            q = query
+            if query_field is not None:
+                q = rec.raw.get(query_field)
+                if q is not None and not isinstance(q, str):
+                    fail(f"{path}: record {rec.id}: query field {query_field!r} is not text")
+            try:
+                res = compress(rec.text, budget, query=q, **options)
+            except (ValueError, TypeError) as exc:
+                _compress_error(exc, f"{path}: record {rec.id}")
+            rows.append({"id": rec.id, "text": res.text, "original_tokens": res.original_tokens,
+                         "compressed_tokens": res.compressed_tokens})
+            ledger.append({"id": rec.id, "dropped": _dropped_rows(res)})
+            reasons.extend(u.reason for u in res.dropped)
+            totals[0] += res.original_tokens
+            totals[1] += res.compressed_tokens
+            advance()
+    write_jsonl(output, rows)
+    if report is not None:
+        write_json(report, {"records": ledger, "skipped": read_report.to_dict()})
+    print_table("compress", [("records", len(rows)), ("original tokens", totals[0]),
+                             ("compressed tokens", totals[1]),
+                             ("ratio", totals[1] / totals[0] if totals[0] else 1.0)])
+    _print_reasons("dropped units by reason", reasons)
+    print_skipped(read_report)
+
+
+def _load_conversations(path: Path) -> tuple[list, str]:
+    """Conversations from a .json file (one message list, or objects with messages) or JSONL."""
+    import json
+
+    if not path.exists():
+        fail(f"input file not found: {path}")
+    keys = ("messages", "conversations", "conversation", "dialog")
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            fail(f"{path}: not valid UTF-8 (byte {exc.start})")
+        except json.JSONDecodeError as exc:
+            fail(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}")
+        if isinstance(data, list) and all(isinstance(m, dict) and not any(k in m for k in keys)
+                                          for m in data):
+            return [("0", data, None)], "single"
+        items = data if isinstance(data, list) else [data]
+        out = []
+        for i, obj in enumerate(items):
+            key = next((k for k in keys if isinstance(obj, dict) and k in obj), None)
+            if key is None:
+                fail(f"{path}: conversation {i} has none of the keys {', '.join(keys)}")
+            out.append((str(obj.get("id", i)), obj[key], (obj, key)))
+        return out, "list"
+    out = []
+    for rec in iter_input(path, field=None, template="messages"):
+        key = next(k for k in keys if k in rec.raw)
+        out.append((rec.id, rec.raw[key], (rec.raw, key)))
+    return out, "jsonl"
+
+
+@app.command("chat")
+def chat_cmd(
+    path: Path = typer.Argument(..., help="A JSON message list (OpenAI or ShareGPT), or "
+                                          "JSON/JSONL conversations with a messages key."),
+    budget: int = typer.Option(..., "--budget", "-b", help="Token budget per conversation."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write the result."),
+    keep_last: int = typer.Option(2, help="Last messages kept verbatim."),
+    keep_system: bool = typer.Option(True, help="Keep system messages verbatim."),
+    query: str | None = typer.Option(None, "--query", "-q",
+                                        help="Relevance target (default: last user turn)."),
+    scorer: str = typer.Option("idf", help="idf | embedding | lm"),
+    tokenizer: str = typer.Option("cl100k_base", help="Tokenizer the budget is counted in."),
+    report: Path | None = typer.Option(None, help="Write the ledger here (JSON)."),
+) -> None:
+    """Compress chat histories to --budget tokens, keeping the system prompt and last turns."""
+    from ctxkit.chat import compress_chat
+    from ctxkit.records import write_json, write_jsonl
+    from ctxkit.scorers import get_scorer
+
+    try:
+        sc = get_scorer(scorer)
+    except (ValueError, ImportError) as exc:
+        fail(str(exc))
+    convs, layout = _load_conversations(path)
+    results, ledgers, totals = [], [], [0, 0]
+    for cid, messages, holder in convs:
+        try:
+            res = compress_chat(messages, budget, keep_last=keep_last, keep_system=keep_system,
+                                query=query, tokenizer=tokenizer, scorer=sc)
+        except (ValueError, TypeError) as exc:
+            fail(f"{path}: conversation {cid}: {exc}")
+        totals[0] += res.original_tokens
+        totals[1] += res.compressed_tokens
+        ledgers.append({"id": cid, **{k: v for k, v in res.to_dict().items() if k != "messages"}})
+        if holder is None:
+            results.append(res.messages)
+        else:
+            obj, key = holder
+            results.append({**obj, key: res.messages})
+    if layout == "single":
+        write_json(output, results[0])
+    elif layout == "list":
+        write_json(output, results)
+    else:
+        write_jsonl(output, results)
+    if report is not None:
+        write_json(report, {"conversations": ledgers})
+    changes = [c for led in ledgers for c in led["ledger"]]
+    print_table("chat", [("conversations", len(convs)), ("original tokens", totals[0]),
+                         ("compressed tokens", totals[1]),
+                         ("ratio", totals[1] / totals[0] if totals[0] else 1.0),
+                         ("messages dropped", sum(c["action"] == "dropped" for c in changes)),
+                         ("messages shortened", sum(c["action"] == "shortened"
+                                                    for c in changes))])
+    _print_reasons("changed messages by reason", [c["reason"] for c in changes])
+
+
+@app.command("density")
+def density_cmd(
+    path: Path = typer.Argument(..., help="JSONL/JSON/Parquet records, or a text file."),
+    output: Path = typer.Option(..., "-o", "--output", help="Report (JSON)."),
+    field: str | None = typer.Option(None, help="Text field of records (default: text)."),
+    template: str | None = typer.Option(None, help="alpaca | messages"),
+    id_field: str | None = typer.Option(None, help="Record id field."),
+    scorer: str | None = typer.Option("idf", help="idf | lm | embedding | none"),
+    tokenizer: str = typer.Option("cl100k_base", help="Tokenizer tokens are counted in."),
+    semantic: bool = typer.Option(False, help="Also semantic novelty (embeddings)."),
+    threshold: float = typer.Option(0.8, help="Near-duplicate Jaccard threshold."),
+    skip_bad: bool = typer.Option(False, help="Skip bad records and list them."),
+) -> None:
+    """Information density per text and for the corpus: redundancy, dedup savings, clusters."""
+    from ctxkit.density import density
+    from ctxkit.records import ReadReport, write_json
+
+    read_report = ReadReport()
+    if path.suffix.lower() in _TEXT_SUFFIXES:
+        records = list(iter_input(path, field=field, template=template, id_field=id_field,
+                                  skip_bad=skip_bad, report=read_report))
+        ids, texts = [r.id for r in records], [r.text for r in records]
+    else:
+        ids, texts = ["0"], [_read_text_file(path)]
+    try:
+        rep = density(texts, tokenizer=tokenizer,
+                      scorer=None if scorer in (None, "none") else scorer,
+                      threshold=threshold, semantic=semantic)
+    except (ValueError, TypeError, ImportError) as exc:
+        fail(str(exc))
+    data = rep.to_dict()
+    for row, rid in zip(data["texts"], ids):
+        row["id"] = rid
+    for cluster in data["clusters"]:
+        cluster["keep"] = ids[cluster["keep"]]
+        cluster["duplicates"] = [ids[i] for i in cluster["duplicates"]]
+    data["skipped"] = read_report.to_dict()
+    write_json(output, data)
+    summary = rep.summary()
+    rows = [("texts", len(texts)), ("tokens", rep.total_tokens),
+            ("near-duplicate share", rep.near_duplicate_share),
+            ("tokens dedup would save", rep.dedup_saved_tokens)]
+    rows += [(f"{name} (mean)", stats["mean"]) for name, stats in summary.items()
+             if name != "tokens"]
+    print_table("density", rows)
+    print_skipped(read_report)
+
 
 
 # ===== evaluation commands =====

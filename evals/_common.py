@@ -9,8 +9,6 @@ import json
 import os
 import platform
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +19,8 @@ __all__ = [
     "alpaca_texts",
     "data_dir",
     "machine_info",
+    "md_table",
     "save_figure",
-    "timer",
     "write_results",
 ]
 
@@ -110,14 +108,3 @@ def md_table(headers: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
-
-
-@contextmanager
-def timer() -> Iterator[dict[str, float]]:
-    """``with timer() as t: ...`` then ``t["s"]`` holds the wall seconds."""
-    box: dict[str, float] = {}
-    start = time.perf_counter()
-    try:
-        yield box
-    finally:
-        box["s"] = time.perf_counter() - start

@@ -11,8 +11,12 @@ from ctxkit.pack.batching import length_grouped_batches
 
 
 @settings(max_examples=100, deadline=None)
-@given(lengths=st.lists(st.integers(0, 50), max_size=80), budget=st.integers(50, 400),
-       max_rows=st.one_of(st.none(), st.integers(1, 9)), seed=st.one_of(st.none(), st.integers(0, 9)))
+@given(
+    lengths=st.lists(st.integers(0, 50), max_size=80),
+    budget=st.integers(50, 400),
+    max_rows=st.one_of(st.none(), st.integers(1, 9)),
+    seed=st.one_of(st.none(), st.integers(0, 9)),
+)
 def test_every_input_in_one_batch_within_budget(lengths, budget, max_rows, seed):
     res = length_grouped_batches(lengths, budget, max_rows=max_rows, seed=seed)
     arr = np.asarray(lengths, np.int64)

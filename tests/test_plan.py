@@ -118,6 +118,15 @@ def test_greedy_is_next_fit_in_input_order(case):
     assert [b.tolist() for b in plan.bins] == ref_next_fit(lengths, cap)
 
 
+def test_bfd_long_windows_against_reference():
+    # long-context capacities: free-space levels are sparse
+    rng = np.random.default_rng(1)
+    for cap in (2**17, 10**6):
+        lengths = rng.integers(1, cap // 3, 400)
+        lengths[::7] = lengths[3]  # some repeated lengths too
+        assert pack_lengths(lengths, cap).n_bins == ref_bfd(lengths.tolist(), cap)[0]
+
+
 def test_bfd_large_random_against_reference():
     rng = np.random.default_rng(0)
     for cap in (512, 2048):

@@ -68,14 +68,18 @@ class OnlinePacker:
         carry_fraction: float = 0.25,
         length: Callable[[Any], int] | None = None,
     ):
-        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity <= 0:
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)):
+            raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
+        if capacity <= 0:
             raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
         if not isinstance(buffer_size, (int, np.integer)) or buffer_size <= 0:
             raise ValueError(f"buffer_size must be a positive integer, got {buffer_size!r}")
         if strategy not in ("bfd", "ffd", "optimal"):
             raise ValueError(f"online packing supports bfd, ffd or optimal, not {strategy!r}")
         if overflow not in OVERFLOW_POLICIES:
-            raise ValueError(f"unknown overflow policy {overflow!r}; choose one of {OVERFLOW_POLICIES}")
+            raise ValueError(
+                f"unknown overflow policy {overflow!r}; choose one of {OVERFLOW_POLICIES}"
+            )
         if not 0 <= carry_fraction < 1:
             raise ValueError("carry_fraction must be in [0, 1)")
         self.capacity, self.buffer_size = int(capacity), int(buffer_size)

@@ -8,8 +8,13 @@ over the patterns found so far with HiGHS, then price a new pattern with a bound
 the dual values; stop when no pattern has reduced cost below zero. The LP value is a lower bound
 that is usually within one window of the optimum (the "integer round-up property").
 
-An integer plan comes from rounding: every pattern is used ``floor(x)`` times, and the few items
-left over are placed by best-fit decreasing into the free space of those windows and new ones.
+Before any LP, a sequential exact fill (the fullest window the remaining lengths allow, by a
+vectorised subset-sum, used as often as the counts permit; cf. the Minimum Bin Slack heuristic)
+usually reaches ``ceil(total / capacity)`` when items are small against the window, and then
+nothing else runs. Otherwise its windows seed the LP, and an integer plan comes from rounding:
+every pattern is used ``floor(x)`` times (plus whole patterns that still fit), and the items
+left over go to another round of column generation, to the exact fill, or to best-fit
+decreasing in the free space of those windows; the best of these wins.
 Cost depends on the number of distinct lengths and on the capacity, not on the number of
 items: a million lengths cost the same LP as ten thousand with the same histogram.
 
@@ -51,6 +56,21 @@ class CuttingStock:
     seconds: float
 
 
+def _pieces(bound: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Binary splitting: up to ``bound[t]`` copies of each type in ``types`` as 0/1 pieces of
+    1, 2, 4, ... copies plus a remainder, so any count up to the bound is a subset of pieces.
+    Returns (type of each piece, copies in it), in the order of ``types``."""
+    b = bound[types]
+    types, b = types[b > 0], b[b > 0]
+    n_full = np.floor(np.log2(b + 1)).astype(np.int64)
+    rem = b - (2**n_full - 1)
+    n_pieces = n_full + (rem > 0)
+    piece_type = np.repeat(types, n_pieces)
+    j = np.arange(piece_type.size) - np.repeat(np.cumsum(n_pieces) - n_pieces, n_pieces)
+    mult = np.where(j < np.repeat(n_full, n_pieces), 2**j, np.repeat(rem, n_pieces))
+    return piece_type, mult
+
+
 def _price(
     w: np.ndarray, pi: np.ndarray, bound: np.ndarray, capacity: int, n_cols: int = 40
 ) -> tuple[float, list[np.ndarray]]:
@@ -61,19 +81,10 @@ def _price(
     "best pattern that also holds one item of length i" (``dp[C - w_i] + pi_i``) gives cheap
     extra columns, which cuts the number of LP solves several times.
     """
-    types, mult = [], []
-    for i in np.flatnonzero(pi > 1e-12).tolist():
-        b, k = int(bound[i]), 1
-        while b > 0:
-            t = min(k, b)
-            types.append(i)
-            mult.append(t)
-            b -= t
-            k *= 2
-    if not types:
+    types_a, mult_a = _pieces(bound, np.flatnonzero(pi > 1e-12))
+    if not types_a.size:
         return 0.0, []
-    types_a = np.asarray(types)
-    mult_a = np.asarray(mult)
+    types, mult = types_a.tolist(), mult_a.tolist()
     weights = (w[types_a] * mult_a).tolist()
     values = (pi[types_a] * mult_a).tolist()
     dp = np.zeros(capacity + 1)
@@ -146,19 +157,34 @@ def _seed_patterns(
 
 def _column_generation(
     w: np.ndarray, demand: np.ndarray, capacity: int, patterns: np.ndarray, deadline: float,
-    lower: int, max_iter: int,
+    lower: int, max_iter: int, smoothing: float = 0.6,
 ) -> tuple[np.ndarray, np.ndarray, float, int, int, bool]:
-    """Solve the cutting-stock LP: (patterns, x, LP value, lower bound, iterations, optimal)."""
+    """Solve the cutting-stock LP: (patterns, x, LP value, lower bound, iterations, optimal).
+
+    Column generation on bin packing with many small items tails off: the LP duals jump
+    around and each new column helps little. Wentges smoothing prices at a mix of the current
+    duals and the best duals seen so far (those with the highest Farley bound); when that
+    finds no improving column ("mispricing") it falls back to the plain duals, so the final
+    answer is exact. Every pricing also gives a valid lower bound, ``d.pi / v(pi)``.
+    """
     bound = np.minimum(demand, capacity // w)
-    lp_bound, iterations = lower, 0
+    best_lb, center, iterations = float(lower), None, 0
     while True:
         x, z, pi = _solve_lp(patterns, demand)
         iterations += 1
-        value, cols = _price(w, pi, bound, capacity)
-        if not cols:  # no pattern prices out: the LP is solved
+        cols: list[np.ndarray] = []
+        for alpha in ((smoothing, 0.0) if center is not None else (0.0,)):
+            trial = alpha * center + (1 - alpha) * pi if alpha else pi
+            value, found = _price(w, trial, bound, capacity)
+            lb = float(demand @ trial) / max(value, 1.0)  # Farley bound: trial / v is dual-feasible
+            if lb > best_lb + 1e-9 or center is None:
+                best_lb, center = max(best_lb, lb), trial
+            cols = [c for c in found if float(c @ pi) > 1 + 1e-9]
+            if cols:
+                break
+        lp_bound = max(lower, int(np.ceil(best_lb - 1e-6)))
+        if not cols:  # no pattern prices out at the LP duals: the LP is solved
             return patterns, x, z, max(lp_bound, int(np.ceil(z - 1e-6))), iterations, True
-        # Farley: z / (best pattern value) is a lower bound on the full LP
-        lp_bound = max(lp_bound, int(np.ceil(z / value - 1e-6)))
         if (np.ceil(z - 1e-6) <= lp_bound or iterations >= max_iter
                 or time.perf_counter() > deadline):
             return patterns, x, z, lp_bound, iterations, False
@@ -204,11 +230,61 @@ def _integer_patterns(
     return pats, counts
 
 
+def _exact_fill(
+    w: np.ndarray, demand: np.ndarray, capacity: int
+) -> tuple[list[np.ndarray], list[int]]:
+    """Sequential exact fill: the fullest window the remaining items allow, used as often
+    as the demand permits, repeated (a sequential heuristic procedure for cutting stock, as
+    the Minimum Bin Slack heuristic of Gupta and Ho, 1999, on the histogram).
+
+    Each window is a subset-sum over binary-split pieces, one vectorised OR per piece. When
+    items are small against the window, most windows come out exactly full and this reaches
+    the lower bound where LP rounding tails off; the LP does better when items are large.
+    """
+    left = demand.copy()
+    pats: list[np.ndarray] = []
+    counts: list[int] = []
+    big_first = np.argsort(-w, kind="stable")
+    while left.sum():
+        types_a, mult_a = _pieces(np.minimum(left, capacity // w), big_first)
+        types, mult = types_a.tolist(), mult_a.tolist()
+        weights = (w[types_a] * mult_a).tolist()
+        reach = np.zeros(capacity + 1, bool)
+        reach[0] = True
+        first: list[np.ndarray] = []  # first[p][c - w_p]: piece p first reached sum c
+        for wt in weights:
+            new = reach[: capacity + 1 - wt] & ~reach[wt:]
+            first.append(new)
+            reach[wt:] |= new
+            if reach[capacity]:  # an exactly full window: nothing can be fuller
+                break
+        c = int(np.flatnonzero(reach)[-1])
+        pattern = np.zeros(w.size, np.int64)
+        for p in range(len(first) - 1, -1, -1):
+            if c >= weights[p] and first[p][c - weights[p]]:
+                pattern[types[p]] += mult[p]
+                c -= weights[p]
+        used = pattern > 0
+        k = int((left[used] // pattern[used]).min())
+        pats.append(pattern)
+        counts.append(k)
+        left -= k * pattern
+    return pats, counts
+
+
+def _rank_in_type(type_of: np.ndarray, demand: np.ndarray) -> np.ndarray:
+    """For each item, how many items of the same length come before it in input order."""
+    by_type = np.argsort(type_of, kind="stable")
+    rank = np.empty(type_of.size, np.int64)
+    rank[by_type] = np.arange(type_of.size) - np.repeat(np.cumsum(demand) - demand, demand)
+    return rank
+
+
 def _assign(
     pats: np.ndarray, use: np.ndarray, w: np.ndarray, demand: np.ndarray,
-    type_of: np.ndarray, capacity: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Windows from (pattern, count) pairs; items no pattern took go in by BFD."""
+    type_of: np.ndarray, rank: np.ndarray, capacity: int,
+) -> np.ndarray:
+    """Window of every item from (pattern, count) pairs; items no pattern took go in by BFD."""
     from ctxkit.pack.plan import _bfd
 
     keep = use > 0
@@ -224,10 +300,6 @@ def _assign(
     slots_per_type = np.bincount(ent_t, weights=ent_n, minlength=w.size).astype(np.int64)
     slot_start = np.cumsum(slots_per_type) - slots_per_type
     # The r-th item of a length (in input order) takes that length's r-th slot, if any.
-    by_type = np.argsort(type_of, kind="stable")
-    type_start = np.cumsum(demand) - demand
-    rank = np.empty(type_of.size, np.int64)
-    rank[by_type] = np.arange(type_of.size) - np.repeat(type_start, demand)
     has_slot = rank < slots_per_type[type_of]
     bin_of = np.full(type_of.size, -1, np.int64)
     bin_of[has_slot] = slot_win[slot_start[type_of[has_slot]] + rank[has_slot]]
@@ -245,29 +317,54 @@ def _assign(
         order_r, bin_r = _bfd(sizes, capacity, open_free=capacity - filled[used])
         bin_of[rest[order_r]] = bin_r
     # placement order: by window, then by decreasing length inside a window
-    order = np.lexsort((-w[type_of], bin_of))
-    return order, bin_of[order]
+    return bin_of
+
+
+def _window_order(bin_of: np.ndarray, sizes: np.ndarray, capacity: int) -> np.ndarray:
+    """Items by window, longest first inside a window."""
+    from ctxkit.pack.plan import _order_desc
+
+    desc = _order_desc(sizes, capacity)
+    return desc[np.argsort(bin_of[desc], kind="stable")]
 
 
 def cutting_stock(
     sizes, capacity: int, fallback=None, max_iter: int = 100, time_limit: float | None = None,
-    seed_columns: int = 2000,
+    seed_columns: int = 2000, use_exact_fill: bool = True,
 ) -> CuttingStock:
     """Pack items of ``sizes`` (each in ``1..capacity``) close to the fewest windows.
 
     ``fallback`` is an ``(order, bin_of)`` plan (e.g. BFD) whose fullest windows seed the LP.
+    The sequential exact fill runs first (``use_exact_fill``) and ends the search when it
+    reaches ``ceil(total / capacity)``; otherwise the better of it and the LP rounding wins.
     ``max_iter`` caps the LP solves of the column generation (each adds up to 40 patterns),
     which keeps the result deterministic; ``time_limit`` (seconds) adds a wall-clock cap for
     callers who prefer speed to determinism.
     """
     start = time.perf_counter()
     sizes = np.asarray(sizes, np.int64)
+    if sizes.size == 0:
+        return CuttingStock(sizes, sizes.copy(), 0, 0, 0.0, 0, 0, True, 0.0)
     hist = np.bincount(sizes, minlength=capacity + 1)
     w = np.flatnonzero(hist)
     demand = hist[w]
     type_of = (np.cumsum(hist > 0) - 1)[sizes]  # index of each item's length in w
     lower = -(-int(sizes.sum()) // capacity)
+    rank = _rank_in_type(type_of, demand)
+    best = None
+    if use_exact_fill:
+        pats, counts = _exact_fill(w, demand, capacity)
+        best = _assign(np.array(pats), np.array(counts), w, demand, type_of, rank, capacity)
+        if int(best.max()) + 1 <= lower:  # at the bound: nothing can beat it
+            order = _window_order(best, sizes, capacity)
+            return CuttingStock(
+                order=order, bin_of=best[order], n_bins=lower, lower_bound=lower,
+                lp_value=float("nan"), lp_bound=lower, iterations=0, lp_optimal=False,
+                seconds=time.perf_counter() - start,
+            )
     patterns = _seed_patterns(w, demand, type_of, fallback, capacity, seed_columns)
+    if use_exact_fill:  # an integer solution close to the bound: a strong start for the LP
+        patterns = np.unique(np.vstack([patterns, *pats]), axis=0)
     deadline = start + time_limit if time_limit is not None else float("inf")
     patterns, x, z, lp_bound, iterations, optimal = _column_generation(
         w, demand, capacity, patterns, deadline, lower, max_iter
@@ -275,10 +372,24 @@ def cutting_stock(
     pats, counts = _integer_patterns(
         w, demand, capacity, patterns, x, deadline, max(10, max_iter // 4)
     )
-    if pats:
-        order, bin_of = _assign(np.array(pats), np.array(counts), w, demand, type_of, capacity)
-    else:
-        order, bin_of = _assign(patterns[:0], np.zeros(0, np.int64), w, demand, type_of, capacity)
+    floors = np.floor(x + 1e-9).astype(np.int64)
+    candidates = [] if best is None else [best]
+    roundings = [(np.array(pats).reshape(-1, w.size), np.array(counts, np.int64)),
+                 (patterns, floors)]  # smart rounding, and plain floor (+ BFD of the rest)
+    # plain floor, the rest by exact fill
+    left = np.maximum(demand - floors @ patterns, 0)
+    if left.sum():
+        sub = left > 0
+        more, more_counts = _exact_fill(w[sub], left[sub], capacity)
+        full = np.zeros((len(more), w.size), np.int64)
+        full[:, sub] = np.array(more).reshape(len(more), -1)
+        roundings.append((np.vstack([patterns, full]),
+                          np.concatenate([floors, np.array(more_counts, np.int64)])))
+    for pats_c, counts_c in roundings:
+        candidates.append(_assign(pats_c, counts_c, w, demand, type_of, rank, capacity))
+    bin_of = min(candidates, key=lambda c: int(c.max()))
+    order = _window_order(bin_of, sizes, capacity)
+    bin_of = bin_of[order]
     n_bins = int(bin_of.max()) + 1 if bin_of.size else 0
     return CuttingStock(
         order=order, bin_of=bin_of, n_bins=n_bins, lower_bound=lower, lp_value=z,

@@ -12,8 +12,8 @@ Strategies
     ``r // length`` of them (after the first it is still the best fit), windows are visited in
     increasing free space, and new windows are opened for what is left. This gives the same
     windows as item-by-item BFD (up to ties between windows with equal free space, which do not
-    change the count), in ``O(distinct lengths x capacity / 64)`` numpy steps plus one step per
-    free-space level consumed, instead of one Python step per item.
+    change the count), in ``O(distinct lengths x log capacity)`` numpy calls plus one Python
+    step per free-space level emptied, instead of one Python step per item.
 ``ffd``
     First-fit decreasing, exact, with the same per-length batching over windows kept in blocks
     that remember their largest free space (blocks that cannot take a length are skipped).
@@ -24,10 +24,13 @@ Strategies
     Concatenate every input in order and cut every ``capacity`` tokens, as pretraining does.
     Windows are full (except the last) and inputs are cut across windows: see ``pieces``.
 ``optimal``
-    Cutting stock on the length histogram (Gilmore-Gomory column generation with HiGHS, rounding
-    and repair; see :mod:`ctxkit.pack.optimal`). It starts from the BFD plan and returns the
-    better of the two, so it is never worse than ``bfd``; when BFD already reaches the lower
-    bound, it is provably optimal and returned at once.
+    Cutting stock on the length histogram (:mod:`ctxkit.pack.optimal`): a sequential exact
+    fill (the fullest window the remaining lengths allow, repeated as often as the counts
+    permit), then, unless that already reaches ``ceil(total / capacity)``, Gilmore-Gomory
+    column generation with HiGHS seeded by it, several roundings and BFD repair of leftovers.
+    It starts from the BFD plan and returns the best plan found, so it is never worse than
+    ``bfd``; its cost depends on the number of distinct lengths and the capacity, not on the
+    number of inputs.
 
 Global packing, and TRL's block loss
 ------------------------------------
@@ -44,20 +47,30 @@ Overflow (inputs longer than ``capacity``)
 ------------------------------------------
 ``error`` raises naming the first such input; ``split`` cuts it into ``capacity``-sized pieces
 (the last one shorter) that are packed as separate items (``wrapped`` cuts every input across
-windows by design, so there ``error`` and ``split`` both let long inputs span windows); ``truncate`` keeps the first ``capacity`` tokens; ``drop`` leaves it out. Split,
-truncated and dropped inputs are listed on the plan; zero-length inputs are never placed and
-are listed in ``empty``. So every input token is either placed exactly once or reported.
+windows by design, so there ``error`` and ``split`` both let long inputs span windows);
+``truncate`` keeps the first ``capacity`` tokens; ``drop`` leaves it out. Split, truncated and
+dropped inputs are listed on the plan; zero-length inputs are never placed and are listed in
+``empty``. So every input token is either placed exactly once or reported.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["OVERFLOW_POLICIES", "STRATEGIES", "BinList", "PackPlan", "PieceList", "assign_bins", "pack_lengths"]
+__all__ = [
+    "OVERFLOW_POLICIES",
+    "STRATEGIES",
+    "BinList",
+    "PackPlan",
+    "PieceList",
+    "assign_bins",
+    "pack_lengths",
+]
 
 STRATEGIES = ("bfd", "ffd", "wrapped", "greedy", "optimal")
 OVERFLOW_POLICIES = ("error", "split", "truncate", "drop")
@@ -151,6 +164,9 @@ class PackPlan:
     is cut (``overflow="split"`` or ``strategy="wrapped"``) it may occupy several windows and
     ``pieces`` then lists, per window, the ``(index, start, stop)`` token ranges it holds
     (``None`` when every input is placed whole or truncated; use :meth:`segments` either way).
+    ``split`` lists the inputs that were cut: by ``overflow="split"``, or, for ``wrapped``, every
+    input that spans more than one window. ``total_tokens`` counts placed tokens only (after
+    truncation, without dropped inputs).
 
     Example:
         >>> plan = pack_lengths([3, 5, 2, 6], capacity=8)
@@ -262,21 +278,36 @@ def _bfd(
     uniq = np.flatnonzero(counts)
     counts = counts[uniq]
     n_level = np.zeros(capacity + 1, np.int64)  # open windows per amount of free space
-    members: list[list[np.ndarray]] = [[] for _ in range(capacity + 1)]  # their ids, in chunks
+    members: dict[int, list[np.ndarray]] = {}  # their ids, in chunks (sparse: long windows)
+    # Sorted free-space levels that may hold windows (entries whose count dropped to 0 stay
+    # until the next compaction), so finding the levels >= s never scans empty levels: this
+    # keeps long windows (128k, 1M tokens) as fast as short ones.
+    occ: list[int] = []
+    pending: list[int] = []  # levels that became occupied since the last merge
     bin_of = np.empty(sizes.size, np.int64)
     pos = n_bins = 0
 
     def take_level(r: int) -> np.ndarray:
-        chunks = members[r]
+        chunks = members.pop(r)
         ids = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
-        members[r] = []
         n_level[r] = 0
         return ids
 
     def put(r: int, ids: np.ndarray) -> None:
         if r > 0 and ids.size:
-            members[r].append(ids)
+            if not n_level[r]:
+                pending.append(r)
+            members.setdefault(r, []).append(ids)
             n_level[r] += ids.size
+
+    def merge(occ: list[int]) -> list[int]:
+        if len(occ) > 64 and len(occ) > 2 * len(members):
+            return sorted(members)  # drop stale entries (members holds the occupied levels)
+        for r in pending:
+            i = bisect.bisect_left(occ, r)
+            if i == len(occ) or occ[i] != r:
+                occ.insert(i, r)
+        return occ
 
     if open_free is not None and open_free.size:
         n_bins = open_free.size
@@ -287,15 +318,18 @@ def _bfd(
             put(int(open_free[group[0]]), group)
 
     for s, k in zip(uniq[::-1].tolist(), counts[::-1].tolist()):
+        if pending:
+            occ = merge(occ)
+            pending.clear()
         left = k
         parts: list[np.ndarray] = []
-        lo, width = s, 64
+        at, width = bisect.bisect_left(occ, s), 16
         # Visit free-space levels >= s in increasing order; every window there takes r // s.
-        while left and lo <= capacity:
-            hi = min(capacity + 1, lo + width)
+        while left and at < len(occ):
+            levels = np.array(occ[at : at + width], np.int64)
+            at += width
             width *= 4
-            levels = lo + np.flatnonzero(n_level[lo:hi])
-            lo = hi
+            levels = levels[n_level[levels] > 0]
             if not levels.size:
                 continue
             per = levels // s
@@ -397,7 +431,8 @@ def assign_bins(sizes, capacity: int, strategy: str = "bfd") -> tuple[np.ndarray
     """Low-level: assign items of ``sizes`` (each in ``1..capacity``) to windows.
 
     Returns ``(order, bin_of)``: item ids in placement order and the window of each of them.
-    Used by the online packer; most callers want :func:`pack_lengths`.
+    The engine under :func:`pack_lengths`, which most callers want (it adds overflow handling,
+    empty inputs, shuffling and the plan object).
 
     Example:
         >>> order, bin_of = assign_bins(np.array([3, 5, 2, 6]), 8)

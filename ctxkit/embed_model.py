@@ -1,0 +1,288 @@
+"""Loading a sentence-transformers model for packed passes, and the packed BERT forward.
+
+:func:`load_backbone` turns a model directory (default: the bundled all-MiniLM-L6-v2) or a
+loaded ``SentenceTransformer`` into a :class:`Backbone`: its tokenizer, ``max_seq_length``,
+pooling modes, the modules after pooling (``Normalize``, ``Dense``) and the encoder weights,
+fused for packed passes. Loading is cached per (path, device, dtype), so constructing many
+``PackedEncoder()`` objects is free after the first.
+
+Two forwards honour document boundaries inside packed rows:
+
+- ``"fused"`` (BERT-family encoders with absolute positions): our own forward over the
+  model's weights on flat tokens. Q, K and V are one matrix multiply; attention is SDPA over
+  rows with a block-diagonal mask, or flash-attention's varlen kernel over padding-free tokens
+  with ``cu_seqlens`` when flash-attn and a GPU are present.
+- ``"hf"`` (any other absolute-position encoder transformers runs): the model's own forward
+  with a 4D additive mask and restarting ``position_ids``.
+
+Example:
+    >>> bb = load_backbone(None, "cpu", "auto")
+    >>> bb.max_seq_length, bb.pooling, bb.dim
+    (256, ('mean',), 384)
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ctxkit.embed_ops import POOLING_MODES, varlen_attention_reference
+
+__all__ = ["Backbone", "flash_varlen_fn", "load_backbone", "resolve_device", "resolve_dtype"]
+
+# model_type -> offset added to restarting position ids (RoBERTa counts from padding_idx + 1)
+_HF_PACKABLE = {"bert": 0, "roberta": None, "xlm-roberta": None, "camembert": None, "electra": 0}
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``"auto"`` is CUDA when available, else CPU."""
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
+    """``"auto"``: bf16 on GPUs that support it, else fp16 on GPU; fp32 on CPU (exactness)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    names = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
+             "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+    if dtype == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    if dtype not in names:
+        raise ValueError(f"unknown dtype {dtype!r}; use 'auto' or one of {sorted(names)}")
+    return names[dtype]
+
+
+def flash_varlen_fn() -> Callable | None:
+    """flash-attn's ``flash_attn_varlen_func`` when installed (GPU machines), else None."""
+    try:
+        from flash_attn import flash_attn_varlen_func
+    except (ImportError, OSError, RuntimeError):  # absent or built for another CUDA: SDPA
+        return None
+    return flash_attn_varlen_func
+
+
+@dataclass
+class FusedBert:
+    """BERT encoder weights laid out for the packed forward (QKV fused into one matmul)."""
+
+    word: torch.Tensor
+    position: torch.Tensor
+    token_type0: torch.Tensor
+    emb_ln: tuple[torch.Tensor, torch.Tensor]
+    layers: list[tuple[torch.Tensor, ...]]
+    heads: int
+    eps: float
+    act: Callable[[torch.Tensor], torch.Tensor] = field(repr=False)
+
+    @classmethod
+    def from_model(cls, bert: Any, device: torch.device, dtype: torch.dtype) -> FusedBert:
+        from transformers.activations import ACT2FN
+
+        sd = {k: v.detach().to(device=device, dtype=dtype) for k, v in bert.state_dict().items()
+              if v.is_floating_point()}
+        cfg = bert.config
+        layers = []
+        for i in range(cfg.num_hidden_layers):
+            def g(name: str, i: int = i) -> torch.Tensor:
+                return sd[f"encoder.layer.{i}.{name}"]
+            att = "attention.self."
+            wqkv = torch.cat([g(att + "query.weight"), g(att + "key.weight"),
+                              g(att + "value.weight")]).contiguous()
+            bqkv = torch.cat([g(att + "query.bias"), g(att + "key.bias"), g(att + "value.bias")])
+            # Weights stored transposed ([in, out]) for addmm: ~10% faster GEMMs on CPU here.
+            layers.append((
+                wqkv.t().contiguous(), bqkv,
+                g("attention.output.dense.weight").t().contiguous(),
+                g("attention.output.dense.bias"),
+                g("attention.output.LayerNorm.weight"), g("attention.output.LayerNorm.bias"),
+                g("intermediate.dense.weight").t().contiguous(), g("intermediate.dense.bias"),
+                g("output.dense.weight").t().contiguous(), g("output.dense.bias"),
+                g("output.LayerNorm.weight"), g("output.LayerNorm.bias"),
+            ))
+        return cls(
+            word=sd["embeddings.word_embeddings.weight"],
+            position=sd["embeddings.position_embeddings.weight"],
+            token_type0=sd["embeddings.token_type_embeddings.weight"][0],
+            emb_ln=(sd["embeddings.LayerNorm.weight"], sd["embeddings.LayerNorm.bias"]),
+            layers=layers, heads=cfg.num_attention_heads, eps=cfg.layer_norm_eps,
+            act=ACT2FN[cfg.hidden_act],
+        )
+
+    @property
+    def hidden(self) -> int:
+        return self.word.shape[1]
+
+    def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
+                attend: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """Token vectors ``[T, hidden]`` for flat ``input_ids``/``position_ids`` ``[T]``.
+
+        ``attend`` maps the fused projections ``[T, 3, heads, head_dim]`` to the attention
+        output ``[T, hidden]``; it alone decides which tokens see each other.
+        """
+        h, eps = self.hidden, self.eps
+        x = F.embedding(input_ids, self.word) + F.embedding(position_ids, self.position)
+        x = F.layer_norm(x + self.token_type0, (h,), *self.emb_ln, eps)
+        shape = (x.shape[0], 3, self.heads, h // self.heads)
+        for wqkv, bqkv, wo, bo, l1w, l1b, wi, bi, w2, b2, l2w, l2b in self.layers:
+            a = attend(torch.addmm(bqkv, x, wqkv).view(shape))
+            x = F.layer_norm(torch.addmm(bo, a, wo).add_(x), (h,), l1w, l1b, eps)
+            y = torch.addmm(b2, self.act(torch.addmm(bi, x, wi)), w2)
+            x = F.layer_norm(y.add_(x), (h,), l2w, l2b, eps)
+        return x
+
+
+def block_attention(mask: torch.Tensor, rows: int, capacity: int) -> Callable:
+    """Attention over rows with a block-diagonal mask ``[rows, 1, C, C]`` (SDPA).
+
+    Give an additive float mask built once per batch: a boolean one is converted to float
+    inside SDPA again in every layer.
+    """
+
+    def attend(qkv: torch.Tensor) -> torch.Tensor:
+        t, _, heads, hd = qkv.shape
+        q, k, v = qkv.view(rows, capacity, 3, heads, hd).permute(2, 0, 3, 1, 4)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return out.transpose(1, 2).reshape(t, heads * hd)
+
+    return attend
+
+
+def varlen_attention(cu_seqlens: torch.Tensor, max_seqlen: int, fn: Callable | None) -> Callable:
+    """Attention over padding-free tokens split by ``cu_seqlens`` (flash-attn varlen layout)."""
+    kernel = fn or varlen_attention_reference
+
+    def attend(qkv: torch.Tensor) -> torch.Tensor:
+        t, _, heads, hd = qkv.shape
+        q, k, v = qkv.unbind(1)
+        out = kernel(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen) if fn else \
+            kernel(q, k, v, cu_seqlens, max_seqlen)
+        return out.reshape(t, heads * hd)
+
+    return attend
+
+
+@dataclass
+class Backbone:
+    """Everything a packed pass needs from one sentence-transformers model."""
+
+    model: Any = field(repr=False)  # the SentenceTransformer
+    tokenizer: Any = field(repr=False)
+    max_seq_length: int
+    pooling: tuple[str, ...]
+    post_modules: list[Any] = field(repr=False)  # modules after Pooling, in order
+    normalizes: bool  # a Normalize module follows pooling
+    device: torch.device
+    dtype: torch.dtype
+    kind: str  # "fused" or "hf"
+    fused: FusedBert | None = field(default=None, repr=False)
+    position_offset: int = 0
+    pad_id: int = 0
+    dim: int = 0
+    name: str = ""
+
+
+def _embedding_dim(st: Any) -> int:
+    # renamed in sentence-transformers 6 (get_sentence_embedding_dimension before)
+    fn = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+    return int(fn())
+
+
+def _pooling_modes(module: Any) -> tuple[str, ...]:
+    mode = getattr(module, "pooling_mode", None)
+    if mode is None:  # older sentence-transformers: boolean flags
+        cfg = module.get_config_dict()
+        legacy = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
+                  "pooling_mode_mean_tokens": "mean",
+                  "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                  "pooling_mode_weightedmean_tokens": "weightedmean",
+                  "pooling_mode_lasttoken": "lasttoken"}
+        mode = tuple(v for k, v in legacy.items() if cfg.get(k))
+    modes = (mode,) if isinstance(mode, str) else tuple(mode)
+    bad = [m for m in modes if m not in POOLING_MODES]
+    if bad or not modes:
+        raise ValueError(f"unsupported pooling mode(s) {bad or modes}; supported: {POOLING_MODES}")
+    if getattr(module, "include_prompt", True) is False:
+        raise ValueError("pooling with include_prompt=False is not supported by packed passes")
+    return modes
+
+
+def backbone_from_st(st: Any, device: torch.device, dtype: torch.dtype, name: str) -> Backbone:
+    mods = list(st)
+    kinds = [type(m).__name__ for m in mods]
+    if len(mods) < 2 or kinds[0] != "Transformer" or kinds[1] != "Pooling":
+        raise ValueError(
+            f"packed passes need a Transformer followed by Pooling, got modules {kinds}"
+        )
+    hf = mods[0].auto_model
+    cfg = hf.config
+    mtype = getattr(cfg, "model_type", "")
+    absolute = getattr(cfg, "position_embedding_type", "absolute") == "absolute"
+    if mtype not in _HF_PACKABLE or not absolute:
+        raise ValueError(
+            f"packed passes need an encoder with absolute learned positions "
+            f"({', '.join(sorted(_HF_PACKABLE))}); {name} is {mtype!r}"
+        )
+    offset = _HF_PACKABLE[mtype]
+    if offset is None:
+        offset = int(cfg.pad_token_id) + 1
+    st.to(device)
+    st.eval()
+    fused = None
+    if mtype == "bert" and type(hf).__name__ == "BertModel" and not cfg.is_decoder:
+        fused = FusedBert.from_model(hf, device, dtype)
+    else:
+        hf.to(dtype)
+    tok = st.tokenizer
+    return Backbone(
+        model=st, tokenizer=tok, max_seq_length=int(st.max_seq_length),
+        pooling=_pooling_modes(mods[1]), post_modules=mods[2:],
+        normalizes=any(type(m).__name__ == "Normalize" for m in mods[2:]),
+        device=device, dtype=dtype, kind="fused" if fused is not None else "hf",
+        fused=fused, position_offset=offset,
+        pad_id=int(tok.pad_token_id or 0), dim=_embedding_dim(st),
+        name=name,
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(path: str, device: str, dtype: str) -> Backbone:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+
+    dev = torch.device(device)
+    try:
+        st = SentenceTransformer(path, device=str(dev), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot load a sentence-transformers model from {path!r}: {exc}") from exc
+    return backbone_from_st(st, dev, resolve_dtype(dtype, dev), name=path)
+
+
+def load_backbone(model: Any, device: str | torch.device = "auto",
+                  dtype: str | torch.dtype = "auto") -> Backbone:
+    """A :class:`Backbone` for ``model``: None (bundled MiniLM), a local directory, or a loaded
+    ``SentenceTransformer`` (used as is, on its own weights)."""
+    dev = resolve_device(device)
+    if model is None or isinstance(model, (str, Path)):
+        if model is None:
+            from ctxkit.tokenize import minilm_path
+
+            model = minilm_path()
+        path = Path(model).expanduser()
+        if not path.is_dir():
+            raise ValueError(f"model directory not found: {str(path)!r} (no downloads offline)")
+        dt = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+        return _load_cached(str(path.resolve()), str(dev), dt)
+    if type(model).__name__ != "SentenceTransformer" and not hasattr(model, "tokenizer"):
+        raise TypeError(f"model must be None, a directory or a SentenceTransformer, got {model!r}")
+    return backbone_from_st(model, dev, resolve_dtype(dtype, dev), name=type(model).__name__)

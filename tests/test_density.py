@@ -1,0 +1,100 @@
+import math
+import os
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxkit.density import DensityReport, density, near_duplicates, text_density
+from ctxkit.scorers import IdfScorer
+from ctxkit.tokenize import get_tokenizer
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+TOK = get_tokenizer("cl100k_base")
+
+
+def test_single_text_metrics_match_definitions():
+    text = "alpha beta gamma alpha beta gamma delta"
+    scorer = IdfScorer(table={"alpha": 2.0, "beta": 3.0, "gamma": 4.0, "delta": 5.0})
+    rep = density(text, scorer=scorer)
+    assert isinstance(rep, DensityReport) and len(rep.texts) == 1
+    t = rep.texts[0]
+    ids = TOK.encode(text)
+    assert t.tokens == len(ids)
+    assert t.distinct_token_ratio == pytest.approx(len(set(ids)) / len(ids))
+    grams = [tuple(ids[i:i + 3]) for i in range(len(ids) - 2)]
+    assert t.distinct_ngram_ratio == pytest.approx(len(set(grams)) / len(grams))
+    assert t.compression_ratio == pytest.approx(len(zlib.compress(text.encode(), 9))
+                                                / len(text.encode()))
+    counts = np.unique(ids, return_counts=True)[1]
+    p = counts / counts.sum()
+    assert t.entropy == pytest.approx(-(p * np.log2(p)).sum())
+    assert t.self_information == pytest.approx(((2 + 3 + 4) * 2 + 5) / len(ids))
+    assert t.score == pytest.approx(t.self_information * t.distinct_ngram_ratio)
+
+
+def test_repetition_lowers_density():
+    fresh = "Quantum tunnelling lets electrons cross barriers classical physics forbids."
+    rep = density([fresh, " ".join([fresh] * 4)])
+    a, b = rep.texts
+    assert b.distinct_ngram_ratio < a.distinct_ngram_ratio
+    assert b.compression_ratio < a.compression_ratio
+    assert b.score < a.score
+
+
+def test_corpus_redundancy_and_clusters():
+    texts = ["the quick brown fox jumps over the lazy dog near the river bank",
+             "The quick brown fox jumps over the lazy dog near the river bank!",
+             "completely different words about tax law and accounting rules here",
+             "the quick brown fox jumps over the lazy dog near the river bank",
+             ""]
+    rep = density(texts, scorer=None)
+    assert rep.duplicate_of == [-1, 0, -1, 0, -1]
+    assert rep.near_duplicate_share == pytest.approx(2 / 5)
+    assert rep.dedup_saved_tokens == rep.texts[1].tokens + rep.texts[3].tokens
+    assert rep.clusters[0]["keep"] == 0 and rep.clusters[0]["duplicates"] == [1, 3]
+    assert rep.texts[4].tokens == 0 and rep.texts[4].score is None
+    d = rep.to_dict()
+    assert d["n_texts"] == 5 and d["texts"][1]["duplicate_of"] == 0
+    assert set(d["summary"]["tokens"]) == {"mean", "p10", "p50", "p90"}
+
+
+def test_near_duplicates_minhash_threshold():
+    base = " ".join(f"w{i}" for i in range(40))
+    edited = base.replace("w20", "changed")  # Jaccard of 3-shingles ~ 0.86
+    other = " ".join(f"v{i}" for i in range(40))
+    assert near_duplicates([base, edited, other], threshold=0.7) == [-1, 0, -1]
+    assert near_duplicates([base, edited, other], threshold=1.0) == [-1, -1, -1]
+    with pytest.raises(ValueError, match="threshold"):
+        near_duplicates([base], threshold=0)
+
+
+def test_semantic_novelty():
+    rep = density(["A cat sat on the mat.", "A kitten sat on the rug.",
+                   "Interest rates rose sharply."], scorer=None, semantic=True)
+    assert rep.novelty[2] > rep.novelty[0]
+    assert all(0 <= v <= 1 for v in rep.novelty)
+
+
+def test_bad_input_and_edge_cases():
+    with pytest.raises(TypeError, match="text 1 is int"):
+        density(["ok", 3])
+    with pytest.raises(ValueError, match="n must be"):
+        density("x", n=0)
+    assert density([]).texts == []
+    rep = density("\ufffd\x00 bytes: caf\u00e9 \udcff".encode("utf-8", "surrogatepass")
+                  .decode("utf-8", "replace"))
+    assert rep.texts[0].tokens > 0
+    huge = "word " * 50_000
+    t = density(huge, scorer=None).texts[0]
+    assert t.tokens == TOK.count(huge) and t.distinct_ngram_ratio < 0.01
+
+
+@given(st.text(max_size=300))
+@settings(max_examples=50, deadline=None)
+def test_metrics_in_range(text):
+    t = text_density(text, TOK.encode(text), None)
+    assert 0 <= t.distinct_token_ratio <= 1 and 0 <= t.distinct_ngram_ratio <= 1
+    assert t.entropy >= 0 and t.entropy <= math.log2(max(t.tokens, 1)) + 1e-9
