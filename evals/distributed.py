@@ -11,7 +11,8 @@
    on real token lengths (the same ``pack_lengths`` call block mode makes per block).
 4. A projection to N nodes, on paper, from the per-worker numbers (assumptions in the JSON).
 
-Run: ``python -m evals.distributed [--quick] [--out evals/results] [--workers 2]``.
+Run: ``python -m evals.distributed [--quick] [--out evals/results] [--workers 2] [--ray]``
+(``--quick`` skips the Ray section unless ``--ray`` is given: Ray's start-up alone is ~10 s).
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
         out["embed"] = f"skipped: ctxkit.embed not available ({exc})"
     else:
         enc = PackedEncoder(device="cpu")
-        sample = texts[: min(n, 512)]
+        sample = texts[: min(n, 32 if repeat == 1 else 512)]  # quick runs: a small sample
         enc.encode(sample[:16])
         t = best_of(lambda: enc.encode(sample), max(1, repeat - 1))
         out["embed_packed_minilm"] = {"items": len(sample), "seconds": t,
@@ -460,6 +461,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default="evals/results", help="output directory")
     ap.add_argument("--workers", type=int, default=2, help="CPUs of the local Ray instance")
     ap.add_argument("--docs", type=int, default=None, help="texts to use")
+    ap.add_argument("--ray", action=argparse.BooleanOptionalAction, default=None,
+                    help="run the end-to-end Ray section (default: on, off with --quick, "
+                         "since starting Ray alone takes ~10 s)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     n = args.docs or (400 if args.quick else 8000)
@@ -472,13 +476,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     res: dict[str, Any] = {
         "mode": "quick" if args.quick else "full", "docs": n, "source": source,
         "command": "python -m evals.distributed" + (" --quick" if args.quick else "") +
-                   f" --workers {args.workers}",
+                   f" --workers {args.workers}" + ("" if args.ray is None else
+                                                   (" --ray" if args.ray else " --no-ray")),
         "machine": machine_info(),
     }
     res["per_worker"] = per_worker(texts, repeat)
     res["memory"] = peak_memory(texts, 1024 if args.quick else 4096)
     res["utilization"] = utilization_by_block(lengths, 2048, [64, 256, 1024, 4096, 16384])
-    res["end_to_end"] = end_to_end(texts, args.workers, 1, args.quick)  # after a warm-up run
+    with_ray = (not args.quick) if args.ray is None else args.ray
+    res["end_to_end"] = (end_to_end(texts, args.workers, 1, args.quick) if with_ray  # warm-up first
+                         else {"workers": args.workers, "skipped": "quick run (use --ray)"})
     res["projection"] = projection(res["per_worker"], res["end_to_end"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
