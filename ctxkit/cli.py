@@ -938,8 +938,9 @@ def eval_cmd(
     from ctxkit.records import write_json
 
     report_read = ReadReport()
-    texts = [r.text for r in iter_input(input_path, field=field, template=template,
-                                        skip_bad=skip_bad, report=report_read)]
+    records = list(iter_input(input_path, field=field, template=template, skip_bad=skip_bad,
+                              report=report_read))
+    texts = [r.text for r in records]
     print_skipped(report_read)
     if not texts:
         fail(f"{input_path}: no usable records")
@@ -955,7 +956,7 @@ def eval_cmd(
         try:
             report = evaluate(texts, capacity=capacity, tokenizer=tokenizer, sections=sections,
                               embed_sample=embed_sample, seed=seed, name=input_path.name,
-                              progress=step)
+                              content=[r.content for r in records], progress=step)
         except ValueError as exc:
             fail(str(exc))
     report.dataset["skipped_records"] = report_read.to_dict()["skipped"]

@@ -127,7 +127,7 @@ def utilization_section(
     methods["naive padding"] = row(fitted.size, fitted.size * capacity, 0.0)
     t0 = time.perf_counter()
     grouped = length_grouped_batches(fitted, batch_tokens=capacity)
-    methods["length-grouped"] = row(
+    methods["length-grouped batches"] = row(
         len(grouped.batches), grouped.padded_tokens, time.perf_counter() - t0
     )
     for strategy in strategies:
@@ -176,6 +176,95 @@ def redundancy_section(
     return {"methods": out, "thresholds": used}, keep_mask
 
 
+_DENSITY_METRICS = ("score", "self_information", "distinct_token_ratio", "distinct_ngram_ratio",
+                    "compression_ratio", "entropy")
+
+
+def density_section(
+    texts: Sequence[str], tok: Any, keep_mask: np.ndarray, compress_sample: int, seed: int | None,
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Density distributions for all texts, the dedup survivors, and compressed texts."""
+    from ctxkit.density import density
+    from ctxkit.prune import compress
+
+    per_text = density(texts, tokenizer=tok).texts
+
+    def column(rows: Sequence[Any], metric: str) -> np.ndarray:
+        values = [getattr(r, metric) for r in rows]
+        return np.array([v for v in values if v is not None], dtype=np.float64)
+
+    arrays = {"score_before": column(per_text, "score")}
+    groups: dict[str, Sequence[Any]] = {
+        "all texts": per_text,
+        "after dedup": [r for r, keep in zip(per_text, keep_mask) if keep],
+    }
+    arrays["score_after"] = column(groups["after dedup"], "score")
+    compressed: dict[str, Any] = {}
+    if compress_sample > 0:
+        rng = np.random.default_rng(seed)
+        candidates = [i for i, r in enumerate(per_text) if r.tokens >= 16 and keep_mask[i]]
+        chosen = sorted(rng.permutation(candidates)[:compress_sample].tolist())
+        if chosen:
+            results = [compress(texts[i], budget=max(1, per_text[i].tokens // 2), tokenizer=tok)
+                       for i in chosen]
+            after = density([r.text for r in results], tokenizer=tok).texts
+            groups["sample, before compression"] = [per_text[i] for i in chosen]
+            groups["sample, compressed to 1/2"] = after
+            compressed = {
+                "sample": len(chosen),
+                "requested_ratio": 0.5,
+                "achieved_ratio": float(np.mean([r.ratio for r in results])),
+                "overshoot_tokens": int(sum(max(0, r.compressed_tokens - r.budget)
+                                            for r in results)),
+            }
+    methods = {
+        name: {metric: float(np.median(col)) if (col := column(rows, metric)).size else None
+               for metric in _DENSITY_METRICS} | {"texts": len(rows)}
+        for name, rows in groups.items()
+    }
+    return {"medians": methods, "compression": compressed}, arrays
+
+
+def embedding_section(texts: Sequence[str], sample: int, seed: int | None) -> dict[str, Any]:
+    """Packed vs padded (sentence-transformers) embedding of a seeded sample of texts."""
+    from ctxkit.embed import PackedEncoder
+
+    rng = np.random.default_rng(seed)
+    chosen = sorted(rng.permutation(len(texts))[:sample].tolist())
+    batch = [texts[i] for i in chosen]
+    encoder = PackedEncoder()
+    reference_model = encoder.backbone.model  # the same SentenceTransformer, unpacked
+    warm = batch[: min(8, len(batch))]
+    encoder.encode(warm)
+    reference_model.encode(warm, batch_size=32)
+    t0 = time.perf_counter()
+    reference = reference_model.encode(batch, batch_size=32, convert_to_numpy=True)
+    t_reference = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    packed = encoder.encode(batch)
+    t_packed = time.perf_counter() - t0
+    stats = encoder.last_stats
+    ref = reference / np.maximum(np.linalg.norm(reference, axis=1, keepdims=True), 1e-12)
+    got = packed / np.maximum(np.linalg.norm(packed, axis=1, keepdims=True), 1e-12)
+    cosine = (ref * got).sum(axis=1)
+    return {
+        "sample": len(batch),
+        "device": str(encoder.device),
+        "methods": {
+            "SentenceTransformer.encode (batch 32)": {
+                "seconds": t_reference, "texts_per_s": len(batch) / t_reference,
+            },
+            "ctxkit PackedEncoder": {
+                "seconds": t_packed, "texts_per_s": len(batch) / t_packed,
+                "row_utilization": stats.utilization if stats else None,
+            },
+        },
+        "speedup": t_reference / t_packed if t_packed else None,
+        "min_cosine": float(cosine.min()),
+        "mean_cosine": float(cosine.mean()),
+    }
+
+
 def evaluate(
     texts: Sequence[str],
     *,
@@ -186,11 +275,17 @@ def evaluate(
     dedup_methods: Sequence[str] = ("exact", "minhash"),
     dedup_threshold: float | None = None,
     embed_sample: int = 256,
+    compress_sample: int = 100,
     seed: int | None = 0,
     name: str = "dataset",
+    content: Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> EvalReport:
     """Run the pipeline stages on ``texts`` and report what each would save.
+
+    ``content`` (one per text) is what the redundancy and density sections read when the
+    texts carry shared boilerplate, such as a prompt template; lengths and packing always
+    use ``texts``.
 
     Example:
         >>> rep = evaluate(["x y z"] * 4, capacity=16, sections=("lengths",))
@@ -207,6 +302,9 @@ def evaluate(
     texts = list(texts)
     if not texts:
         raise ValueError("evaluate needs at least one text")
+    content = texts if content is None else list(content)
+    if len(content) != len(texts):
+        raise ValueError(f"content needs one entry per text ({len(texts)}), got {len(content)}")
     step = progress or (lambda _msg: None)
     tok = resolve_tokenizer(tokenizer)
     report = EvalReport(
@@ -242,7 +340,7 @@ def evaluate(
     if "redundancy" in sections:
         step("deduplicating")
         t0 = time.perf_counter()
-        red, keep_mask = redundancy_section(texts, lengths, dedup_methods, dedup_threshold, seed)
+        red, keep_mask = redundancy_section(content, lengths, dedup_methods, dedup_threshold, seed)
         report.sections["redundancy"] = red
         report.timings["redundancy"] = time.perf_counter() - t0
         report.notes["redundancy"] = (
@@ -250,7 +348,34 @@ def evaluate(
             "(ctxkit.dedup). exact: identical after Unicode NFKC, case and whitespace folding; "
             "minhash: Jaccard of character 5-gram sets at or above the threshold, verified "
             "pairs, transitive clusters; semantic: cosine of all-MiniLM-L6-v2 embeddings "
-            "(thresholds in the table). Removed texts keep their cluster's first member; tokens saved are the "
-            "removed texts' token counts."
+            "(thresholds in the table). Removed texts keep their cluster's first member; "
+            "tokens saved are the removed texts' token counts."
+        )
+    if "density" in sections:
+        step("scoring density")
+        t0 = time.perf_counter()
+        dens, arrays = density_section(content, tok, keep_mask, compress_sample, seed)
+        report.sections["density"] = dens
+        report.extra_arrays.update(arrays)
+        report.timings["density"] = time.perf_counter() - t0
+        report.notes["density"] = (
+            "Medians per group of ctxkit.density's per-text metrics: score = the composite "
+            "utility per token (formula in ctxkit.density), self-information in bits per token "
+            "under the idf scorer, distinct token and n-gram ratios, zlib compression ratio and "
+            "unigram entropy. 'after dedup' keeps the survivors of the redundancy section; the "
+            f"compressed sample ({compress_sample} texts of at least 16 tokens, seeded) is each "
+            "text passed through ctxkit.compress at half its token count."
+        )
+    if "embedding" in sections:
+        step("embedding a sample")
+        t0 = time.perf_counter()
+        report.sections["embedding"] = embedding_section(texts, embed_sample, seed)
+        report.timings["embedding"] = time.perf_counter() - t0
+        report.notes["embedding"] = (
+            f"A seeded sample of up to {embed_sample} texts embedded with the bundled "
+            "all-MiniLM-L6-v2 twice, after one warm-up each: SentenceTransformer.encode with "
+            "batch_size=32 (padded batches) and ctxkit's PackedEncoder (packed rows, "
+            "block-diagonal attention). Cosine compares each text's two vectors; row "
+            "utilization = real tokens / computed token slots."
         )
     return report

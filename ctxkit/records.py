@@ -76,6 +76,19 @@ class Record:
     def completion(self) -> str | None:
         return None if self.prompt is None else self.text[len(self.prompt):]
 
+    @property
+    def content(self) -> str:
+        """The record's own words, without a prompt template's boilerplate.
+
+        For the ``alpaca`` template: instruction, input and output joined by newlines (the
+        template's fixed wording would make every pair of records look alike to dedup).
+        Otherwise ``text``.
+        """
+        if self.prompt is None:
+            return self.text
+        parts = (self.raw.get("instruction"), self.raw.get("input"), self.completion)
+        return "\n".join(p for p in parts if p)
+
 
 @dataclass
 class ReadReport:

@@ -29,9 +29,22 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+_PERCENT_WORDS = ("share", "utilization")
+
+
+def _fmt_named(name: str, value: Any) -> str:
+    """Shares and utilizations read better as percentages."""
+    if isinstance(value, float) and any(w in name for w in _PERCENT_WORDS):
+        return f"{value:.2%}"
+    return _fmt(value)
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
+    for row in rows:
+        # a two-column (figure, value) table names each row; wider ones name each column
+        names = [str(row[0])] * len(row) if len(header) == 2 else list(header)
+        lines.append("| " + " | ".join(_fmt_named(n, v) for n, v in zip(names, row)) + " |")
     return lines
 
 

@@ -30,6 +30,8 @@ def render_block(name: str, results: Path = RESULTS) -> str:
         body = md_path.read_text(encoding="utf-8").strip()
         # the results file's own top-level heading would clash with the README's
         body = re.sub(r"\A# [^\n]*\n+", "", body)
+        # nest the results' own headings under the README's "### <benchmark>" heading
+        body = re.sub(r"^(#{2,4}) ", r"##\1 ", body, flags=re.MULTILINE)
     meta = {}
     if json_path.exists():
         meta = json.loads(json_path.read_text(encoding="utf-8"))

@@ -27,7 +27,7 @@ def test_lengths_and_utilization_figures_are_consistent():
     assert util["real_tokens"] == real
     assert util["lower_bound"] == -(-real // 64)
     for name, m in util["methods"].items():
-        if name != "length-grouped":
+        if name != "length-grouped batches":
             assert m["windows"] >= util["lower_bound"]
             assert m["utilization"] == pytest.approx(real / (m["windows"] * 64))
     assert util["methods"]["naive padding"]["windows"] == len(texts)
@@ -53,3 +53,46 @@ def test_bad_arguments():
         evaluate(["x"], sections=("nope",))
     with pytest.raises(ValueError, match="capacity"):
         evaluate(["x"], capacity=0)
+
+
+def test_redundancy_and_density_use_content_not_boilerplate():
+    facts = [f"fact number {i}: the {w} costs {i * 7} coins" for i, w in
+             enumerate(["apple", "pear", "plum", "fig", "kiwi", "lime"])]
+    content = facts + [facts[0], facts[1].upper()]  # two duplicates
+    template = "Below is an instruction that describes a task. " * 5
+    texts = [template + c for c in content]
+    rep = evaluate(texts, content=content, capacity=256,
+                   sections=("redundancy", "density"), compress_sample=0)
+    red = rep.sections["redundancy"]["methods"]
+    assert red["exact"]["removed"] == 2  # case folding catches the upper-cased copy
+    assert red["exact + minhash"]["removed"] == 2
+    medians = rep.sections["density"]["medians"]
+    assert medians["all texts"]["texts"] == 8 and medians["after dedup"]["texts"] == 6
+    # on the templated texts themselves everything would look alike
+    boiler = evaluate(texts, capacity=256, sections=("redundancy",))
+    assert boiler.sections["redundancy"]["methods"]["exact + minhash"]["removed"] > 2
+    with pytest.raises(ValueError, match="one entry per text"):
+        evaluate(texts, content=content[:3])
+
+
+def test_cli_eval_writes_report(tmp_path):
+    from ctxkit.cli import main
+
+    src = tmp_path / "data.jsonl"
+    rows = [{"instruction": f"Explain item {i}", "input": "", "output": f"It is item {i}. " * 9}
+            for i in range(30)]
+    rows.append({"instruction": "no output field"})
+    src.write_text("\n".join(json.dumps(r) for r in rows))
+    out = tmp_path / "report"
+    assert main([str(src), "eval"][::-1] + ["--template", "alpaca", "-o", str(out)]) == 2
+    code = main(["eval", str(src), "--template", "alpaca", "--capacity", "512", "-o", str(out),
+                 "--skip-bad", "--embedding", "--embed-sample", "8"])
+    assert code == 0
+    data = json.loads((out / "report.json").read_text())
+    assert set(data["sections"]) == {"lengths", "utilization", "redundancy", "density",
+                                     "embedding"}
+    assert data["dataset"]["skipped_records"][0]["line"] == 31
+    assert data["sections"]["embedding"]["min_cosine"] > 0.9999
+    md = (out / "report.md").read_text()
+    for name in ("lengths", "utilization", "redundancy", "density", "embedding"):
+        assert (out / f"{name}.png").exists() and f"![{name}]({name}.png)" in md
