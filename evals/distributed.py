@@ -11,7 +11,8 @@
    on real token lengths (the same ``pack_lengths`` call block mode makes per block).
 4. A projection to N nodes, on paper, from the per-worker numbers (assumptions in the JSON).
 
-Run: ``python -m evals.distributed [--quick] [--out evals/results] [--workers 2]``.
+Run: ``python -m evals.distributed [--quick] [--out evals/results] [--workers 2] [--ray]``
+(``--quick`` skips the Ray section unless ``--ray`` is given: Ray's start-up alone is ~10 s).
 """
 
 from __future__ import annotations
@@ -105,6 +106,16 @@ def best_of(fn, repeat: int) -> float:
 # ---------------------------------------------------------------- 1. per worker
 
 
+class _Local:
+    """Stands in for a Ray broadcast when a block function runs in this process."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def get(self) -> Any:
+        return self.value
+
+
 def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
     """Items/s of each block function in this process, pinned to one thread."""
     from ctxkit.distributed.packing import _pack_block
@@ -132,7 +143,13 @@ def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
     out["tokens_per_text"] = float(lengths.mean())
     try:
         from ctxkit.dedup.minhash import choose_bands
-        from ctxkit.distributed.minhash import _band_rows, _bucket_pairs, _score_pairs, _sign_block
+        from ctxkit.distributed.minhash import (
+            _band_rows,
+            _bucket_pairs,
+            _pair_plan,
+            _score_partition,
+            _sign_block,
+        )
     except ImportError as exc:
         out["minhash"] = f"skipped: {exc}"
     else:
@@ -149,12 +166,12 @@ def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
         t = best_of(lambda: _bucket_pairs(banded, 1000), repeat)
         out["minhash_bucket_pairs"] = {"items": n, "seconds": t, "per_s": n / t, "unit": "docs",
                                        "rows": len(banded["key"])}
-        m = min(n, 20000)
-        pair = np.repeat(np.arange(m), 2)
-        side = np.tile(np.array([0, 1], np.int8), m)
-        value = signed["sig"][np.random.default_rng(0).integers(0, n, 2 * m)]
-        pb = {"pair": pair, "side": side, "value": value}
-        t = best_of(lambda: _score_pairs(pb, "estimate", {}), repeat)
+        m = 100_000
+        pairs = np.random.default_rng(0).integers(0, n, (m, 2))
+        plan = _Local(_pair_plan(pairs, 1))
+        used = np.unique(pairs)
+        pb = {"part": np.zeros(len(used), np.int64), "_row": used, "value": signed["sig"][used]}
+        t = best_of(lambda: _score_partition(pb, plan, "estimate", {}), repeat)
         out["minhash_score_pairs_estimate"] = {"items": m, "seconds": t, "per_s": m / t,
                                                "unit": "pairs"}
         out["minhash_bands"] = [bands, r]
@@ -164,7 +181,7 @@ def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
         out["embed"] = f"skipped: ctxkit.embed not available ({exc})"
     else:
         enc = PackedEncoder(device="cpu")
-        sample = texts[: min(n, 512)]
+        sample = texts[: min(n, 32 if repeat == 1 else 512)]  # quick runs: a small sample
         enc.encode(sample[:16])
         t = best_of(lambda: enc.encode(sample), max(1, repeat - 1))
         out["embed_packed_minilm"] = {"items": len(sample), "seconds": t,
@@ -337,9 +354,10 @@ def projection(worker: dict[str, Any], e2e: dict[str, Any]) -> dict[str, Any]:
             f"parallel efficiency {assumed} at scale (the measured local figure includes Ray's "
             "fixed start-up costs on a small input, so it is a pessimistic floor)",
             "MinHash: map work (signatures, band keys, bucket pairs) dominates; the shuffles "
-            "move 24 bytes x bands per document and 2 x signature bytes per candidate pair, "
-            "assumed network-bound below the map time (10 Gbit/s per node)",
-            "the driver holds 8 bytes per document plus 16 per verified pair (union-find)",
+            "move 24 bytes x bands per document and at most one signature per involved row and "
+            "partition, assumed to stay below the map time (10 Gbit/s per node)",
+            "the driver holds about 100 bytes per document (result arrays) plus 16 per "
+            "candidate pair (union-find on the driver)",
             "embedding on CPU actors; on GPUs use the GPU texts/s from the embedding "
             "benchmark, one actor per GPU",
         ],
@@ -443,6 +461,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default="evals/results", help="output directory")
     ap.add_argument("--workers", type=int, default=2, help="CPUs of the local Ray instance")
     ap.add_argument("--docs", type=int, default=None, help="texts to use")
+    ap.add_argument("--ray", action=argparse.BooleanOptionalAction, default=None,
+                    help="run the end-to-end Ray section (default: on, off with --quick, "
+                         "since starting Ray alone takes ~10 s)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     n = args.docs or (400 if args.quick else 8000)
@@ -455,13 +476,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     res: dict[str, Any] = {
         "mode": "quick" if args.quick else "full", "docs": n, "source": source,
         "command": "python -m evals.distributed" + (" --quick" if args.quick else "") +
-                   f" --workers {args.workers}",
+                   f" --workers {args.workers}" + ("" if args.ray is None else
+                                                   (" --ray" if args.ray else " --no-ray")),
         "machine": machine_info(),
     }
     res["per_worker"] = per_worker(texts, repeat)
     res["memory"] = peak_memory(texts, 1024 if args.quick else 4096)
     res["utilization"] = utilization_by_block(lengths, 2048, [64, 256, 1024, 4096, 16384])
-    res["end_to_end"] = end_to_end(texts, args.workers, 1, args.quick)  # after a warm-up run
+    with_ray = (not args.quick) if args.ray is None else args.ray
+    res["end_to_end"] = (end_to_end(texts, args.workers, 1, args.quick) if with_ray  # warm-up first
+                         else {"workers": args.workers, "skipped": "quick run (use --ray)"})
     res["projection"] = projection(res["per_worker"], res["end_to_end"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

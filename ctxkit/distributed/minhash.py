@@ -10,12 +10,13 @@ The stages are the single-machine ones from :mod:`ctxkit.dedup.minhash`, run whe
    its buckets into candidate pairs (bucket-local, so the union over partitions is exactly the
    single-machine candidate set, huge-bucket star + chain included);
 4. verification: the candidate list (16 bytes per pair) goes to the driver and back out as a
-   broadcast; each signature block emits the sides of the pairs it owns, one shuffle on the
-   pair number brings both sides together and
-   :func:`~ctxkit.dedup.minhash.estimate_jaccard` scores them; with ``verify="exact"`` (the
-   single-machine default) the pairs whose estimate lies near the threshold are re-scored by
-   the exact Jaccard of their shingle sets (:func:`~ctxkit.dedup.minhash.pair_jaccard`),
-   shuffling those pairs' texts the same way;
+   broadcast, split into partitions (a pair goes with the smaller of its rows, so a
+   cluster's star stays together); one shuffle sends every involved signature to the
+   partitions that need it (at most once per partition, however many pairs it is in) and
+   :func:`~ctxkit.dedup.minhash.estimate_jaccard` scores each partition's pairs; with
+   ``verify="exact"`` (the single-machine default) the pairs whose estimate lies near the
+   threshold are re-scored by the exact Jaccard of their shingle sets
+   (:func:`~ctxkit.dedup.minhash.pair_jaccard`), routing those pairs' texts the same way;
 5. connected components: **union-find on the driver** (scipy's C connected components over
    the verified edge list, :func:`~ctxkit.dedup.unionfind.connected_components`). It needs
    about 8 bytes per document plus 16 per verified pair on the driver: 100 M documents with
@@ -134,62 +135,85 @@ def _bucket_pairs(batch: dict[str, np.ndarray], max_bucket: int) -> dict[str, np
     return {"a": pairs[:, 0].copy(), "b": pairs[:, 1].copy()}
 
 
-def _pair_sides(batch: dict[str, np.ndarray], index: Broadcast, payload: str) -> dict[str, Any]:
-    """Rows of this block that are a side of some pair: (pair number, side, payload)."""
-    sorted_a, order_a, sorted_b, order_b = index.get()
-    rows = np.asarray(batch[ROW], dtype=np.int64)
-    pair, side, src = [], [], []
-    for s, (srt, order) in enumerate(((sorted_a, order_a), (sorted_b, order_b))):
-        pos, owner = expand_ranges(np.searchsorted(srt, rows, "left"),
-                                   np.searchsorted(srt, rows, "right"))
-        pair.append(order[pos])
-        side.append(np.full(len(pos), s, dtype=np.int8))
-        src.append(owner)
-    return {"pair": np.concatenate(pair), "side": np.concatenate(side),
-            "value": np.asarray(batch[payload])[np.concatenate(src)]}
+def _pair_plan(pairs: np.ndarray, parts: int) -> dict[str, np.ndarray]:
+    """Split pairs into ``parts`` partitions and list the rows each partition needs.
 
-
-def _score_pairs(batch: dict[str, np.ndarray], kind: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Both sides of every pair are in this block: score them with the single-machine code.
-
-    ``kind="estimate"``: the fraction of equal signature entries
-    (:func:`~ctxkit.dedup.minhash.estimate_jaccard`); ``"exact"``: the exact Jaccard of the
-    two texts' shingle sets (:func:`~ctxkit.dedup.minhash.pair_jaccard`).
+    A pair goes to partition ``min(a, b) % parts``, so the pairs of a cluster's star (all
+    sharing the representative) land together; a row's payload is then copied to at most
+    ``parts`` partitions however many pairs it is in, instead of once per pair.
     """
-    pair = np.asarray(batch["pair"], dtype=np.int64)
-    order = np.lexsort((np.asarray(batch["side"]), pair))
-    pair, value = pair[order], np.asarray(batch["value"])[order]
-    m = len(pair) // 2
-    if len(pair) != 2 * m or not (pair[0::2] == pair[1::2]).all():
-        raise RuntimeError("a pair lost one of its sides in the shuffle")
-    local = np.stack([np.arange(0, 2 * m, 2), np.arange(1, 2 * m, 2)], axis=1)
-    if kind == "estimate":
-        from ctxkit.dedup.minhash import estimate_jaccard
+    owner = np.minimum(pairs[:, 0], pairs[:, 1]) % parts
+    order = np.argsort(owner, kind="stable")
+    offsets = np.searchsorted(owner[order], np.arange(parts + 1))
+    base = int(pairs.max()) + 1
+    need = np.unique(np.concatenate([owner * base + pairs[:, 0], owner * base + pairs[:, 1]]))
+    row, part = need % base, need // base
+    by_row = np.argsort(row, kind="stable")
+    return {"pairs": pairs, "order": order, "offsets": offsets,
+            "need_row": row[by_row], "need_part": part[by_row]}
 
-        scores = estimate_jaccard(value, local)
-    else:
-        from ctxkit.dedup.minhash import hash_values, pair_jaccard, shingle_sets
 
-        values, offsets = hash_values(value.tolist(), **params)
-        scores = pair_jaccard(*shingle_sets(values, offsets), local)
-    return {"pair": pair[0::2].copy(), "score": np.asarray(scores, dtype=np.float64)}
+def _route_rows(batch: dict[str, np.ndarray], plan: Broadcast, payload: str) -> dict[str, Any]:
+    """Each row of this block, once per partition that has a pair involving it."""
+    p = plan.get()
+    rows = np.asarray(batch[ROW], dtype=np.int64)
+    pos, owner = expand_ranges(np.searchsorted(p["need_row"], rows, "left"),
+                               np.searchsorted(p["need_row"], rows, "right"))
+    return {"part": p["need_part"][pos], ROW: rows[owner],
+            "value": np.asarray(batch[payload])[owner]}
+
+
+def _score_partition(
+    batch: dict[str, np.ndarray], plan: Broadcast, kind: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    """Every row a partition's pairs need is in this block: score them with the
+    single-machine code. ``kind="estimate"``: the fraction of equal signature entries
+    (:func:`~ctxkit.dedup.minhash.estimate_jaccard`); ``"exact"``: the exact Jaccard of the
+    two texts' shingle sets (:func:`~ctxkit.dedup.minhash.pair_jaccard`)."""
+    from ctxkit.dedup.minhash import estimate_jaccard, hash_values, pair_jaccard, shingle_sets
+
+    p = plan.get()
+    part = np.asarray(batch["part"], dtype=np.int64)
+    rows = np.asarray(batch[ROW], dtype=np.int64)
+    values = np.asarray(batch["value"])
+    out_pair, out_score = [], []
+    for q in np.unique(part):
+        mine = np.flatnonzero(part == q)
+        mine = mine[np.argsort(rows[mine], kind="stable")]
+        local_rows, local_values = rows[mine], values[mine]
+        idx = p["order"][p["offsets"][q]:p["offsets"][q + 1]]
+        local = np.searchsorted(local_rows, p["pairs"][idx])
+        if (local >= len(local_rows)).any() or \
+                not (local_rows[np.minimum(local, len(local_rows) - 1)] == p["pairs"][idx]).all():
+            raise RuntimeError(f"partition {q} is missing rows its pairs need")
+        if kind == "estimate":
+            scores = estimate_jaccard(local_values, local)
+        else:
+            h, off = hash_values(local_values.tolist(), **params)
+            scores = pair_jaccard(*shingle_sets(h, off), local)
+        out_pair.append(idx)
+        out_score.append(np.asarray(scores, dtype=np.float64))
+    if not out_pair:
+        return {"pair": np.empty(0, np.int64), "score": np.empty(0)}
+    return {"pair": np.concatenate(out_pair), "score": np.concatenate(out_score)}
 
 
 def _pair_scores(
     ds: Any, payload: str, pairs: np.ndarray, kind: str, params: dict[str, Any],
     num_partitions: int | None, row_bytes: int,
 ) -> np.ndarray:
+    """Score row pairs where the payload (signatures or texts) lives: one shuffle that sends
+    each involved row to the few partitions needing it, then a vectorised pass per partition."""
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     if len(pairs) == 0:
         return np.empty(0, dtype=np.float64)
-    order_a = np.argsort(pairs[:, 0], kind="stable")
-    order_b = np.argsort(pairs[:, 1], kind="stable")
-    index = Broadcast((pairs[order_a, 0], order_a, pairs[order_b, 1], order_b))
-    parts = hash_partitions(2 * len(pairs), row_bytes, num_partitions)
-    sides = ds.map_batches(_pair_sides, fn_kwargs={"index": index, "payload": payload},
-                           batch_format="numpy")
-    scored = map_key_groups(sides, ["pair"], _score_pairs, parts,
-                            fn_kwargs={"kind": kind, "params": params})
+    involved = len(np.unique(pairs))
+    parts = hash_partitions(involved, row_bytes, num_partitions)
+    plan = Broadcast(_pair_plan(pairs, parts))
+    routed = ds.map_batches(_route_rows, fn_kwargs={"plan": plan, "payload": payload},
+                            batch_format="numpy")
+    scored = map_key_groups(routed, ["part"], _score_partition, parts,
+                            fn_kwargs={"plan": plan, "kind": kind, "params": params})
     got = collect_columns(scored, ["pair", "score"])
     out = np.full(len(pairs), np.nan)
     out[got["pair"].astype(np.int64)] = got["score"]
@@ -204,8 +228,9 @@ def pair_similarity(
     """Estimated Jaccard of each row pair, computed where the signatures are.
 
     ``sig_ds`` has columns ``_row`` and ``sig``; ``pairs`` is ``(m, 2)`` row numbers on the
-    driver (broadcast to the workers). One hash shuffle of ``2 m`` signatures on the pair
-    number; the result is in ``pairs`` order, equal to ``estimate_jaccard(sig, pairs)``.
+    driver (broadcast to the workers). One shuffle sends each involved signature to the
+    partitions whose pairs need it (at most ``num_partitions`` copies, however many pairs
+    a row is in); the result is in ``pairs`` order, equal to ``estimate_jaccard(sig, pairs)``.
     """
     return _pair_scores(sig_ds, "sig", pairs, "estimate", {}, num_partitions, row_bytes)
 
