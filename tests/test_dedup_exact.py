@@ -44,12 +44,12 @@ def test_normalized_codepoints_offsets():
 
 def test_known_duplicates():
     texts = [
-        "Hello World",          # 0
-        "hello   world",        # 1 case + whitespace
-        "ＨＥＬＬＯ world",      # 2 full-width: NFKC
-        "Hello, World!",        # 3 differs unless punctuation is stripped
-        "something else",       # 4
-        "\tHello World\n",      # 5
+        "Hello World",  # 0
+        "hello   world",  # 1 case + whitespace
+        "ＨＥＬＬＯ world",  # 2 full-width: NFKC
+        "Hello, World!",  # 3 differs unless punctuation is stripped
+        "something else",  # 4
+        "\tHello World\n",  # 5
     ]
     res = exact_dedup(texts)
     assert res.keep.tolist() == [0, 3, 4]
@@ -141,7 +141,13 @@ def test_staged_chain_resolution():
     assert res.method == ["", "minhash", "exact", ""]
     assert res.matched.tolist() == [-1, 0, 1, -1]
     rows = {r["id"]: r for r in res.ledger(ids=["a", "b", "c", "d"])}
-    assert rows["c"] == {"id": "c", "duplicate_of": "a", "method": "exact", "similarity": 1.0, "matched": "b"}
+    assert rows["c"] == {
+        "id": "c",
+        "duplicate_of": "a",
+        "method": "exact",
+        "similarity": 1.0,
+        "matched": "b",
+    }
 
 
 def test_dispatch_errors():
@@ -155,4 +161,6 @@ def test_dispatch_errors():
         dedup(["a"], "exact,exact")
     with pytest.raises(ValueError, match="unknown method"):
         dedup(["a"], "minhash", threshold={"fuzzy": 0.3})
-    assert dedup(["a b c d e f", "a b c d e f g"], "minhash", threshold={"minhash": 0.6}).keep.tolist() == [0]
+    assert dedup(
+        ["a b c d e f", "a b c d e f g"], "minhash", threshold={"minhash": 0.6}
+    ).keep.tolist() == [0]

@@ -14,7 +14,14 @@ from typing import Any
 from ctxkit.dedup.pipeline import DEFAULT_THRESHOLDS, METHODS, dedup
 from ctxkit.dedup.result import DedupResult
 
-__all__ = ["DEFAULT_THRESHOLDS", "METHODS", "DedupResult", "MessageDedup", "dedup", "dedup_messages"]
+__all__ = [
+    "DEFAULT_THRESHOLDS",
+    "METHODS",
+    "DedupResult",
+    "MessageDedup",
+    "dedup",
+    "dedup_messages",
+]
 
 
 def __getattr__(name: str) -> Any:
