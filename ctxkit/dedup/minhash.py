@@ -24,7 +24,8 @@ default SHA1 hash over raw character shingles), hash the same way and wrap the r
 The building blocks are plain functions on numpy arrays, so they run unchanged inside a
 Ray ``map_batches`` (and give identical results for the same seed):
 :func:`signatures` -> :func:`band_keys` -> :func:`candidate_pairs` -> :func:`verify_pairs`
--> :func:`ctxkit.dedup.unionfind.connected_components`.
+(or :func:`verify_pairs_exact`) -> :func:`ctxkit.dedup.unionfind.connected_components`
+-> :func:`ctxkit.dedup.unionfind.representatives`.
 
 Example:
     >>> texts = ["The quick brown fox jumps over the lazy dog.",
@@ -512,6 +513,60 @@ def pair_jaccard(
     return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
 
 
+def verify_margin(threshold: float, num_perm: int, sigmas: float = 4.5) -> float:
+    """How far from the threshold an estimate must be to be trusted without the exact Jaccard.
+
+    ``sigmas`` standard deviations of the estimator (``sqrt(t (1 - t) / num_perm)``) plus one
+    permutation's step: beyond that an estimate falls on the wrong side of the threshold
+    with probability below 1e-5 (for the default 4.5).
+    """
+    return sigmas * math.sqrt(threshold * (1 - threshold) / num_perm) + 1.0 / num_perm
+
+
+def exact_pair_jaccard(
+    texts: Sequence[str] | dict[int, str],
+    pairs: np.ndarray,
+    ngram: int = 5,
+    unit: str = "char",
+    normalization: Normalization | None = None,
+    hashfunc: str = "fast",
+    scheme: str = "affine32",
+) -> np.ndarray:
+    """Exact Jaccard of each pair's shingle sets, hashing only the texts the pairs involve.
+
+    ``texts`` may be a sequence or a mapping from index to text (e.g. the texts of one batch
+    of pairs in a distributed run).
+    """
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    involved = _unique(pairs.ravel())
+    values, offsets = hash_values(
+        [texts[int(i)] for i in involved], ngram, unit, normalization, hashfunc, scheme
+    )
+    return pair_jaccard(*shingle_sets(values, offsets), np.searchsorted(involved, pairs))
+
+
+def verify_pairs_exact(
+    sig: np.ndarray,
+    pairs: np.ndarray,
+    threshold: float,
+    texts: Sequence[str] | dict[int, str],
+    **options: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate pairs whose *exact* Jaccard is >= ``threshold``: (pairs, scores).
+
+    Only pairs whose estimate lies within :func:`verify_margin` of the threshold are
+    recomputed exactly (most candidates are far from it); the others keep their estimate.
+    ``options`` are the shingling options of :func:`exact_pair_jaccard`.
+    """
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    scores = estimate_jaccard(sig, pairs)
+    unsure = np.abs(scores - threshold) < verify_margin(threshold, sig.shape[1])
+    if unsure.any():
+        scores[unsure] = exact_pair_jaccard(texts, pairs[unsure], **options)
+    ok = scores >= threshold
+    return pairs[ok], scores[ok]
+
+
 def to_datasketch(sig: np.ndarray, seed: int = 1, scheme: str = "affine32") -> list:
     """Wrap signature rows as ``datasketch.LeanMinHash`` objects (for ``MinHashLSH`` etc.).
 
@@ -609,29 +664,22 @@ def minhash_dedup(
         bands, rows = choose_bands(threshold, num_perm, min_recall)
     keys = band_keys(sig, bands, rows)
     cand = candidate_pairs(keys, skip=empty_rows(sig), max_bucket=max_bucket)
+    options = {
+        "ngram": ngram,
+        "unit": unit,
+        "normalization": normalization,
+        "hashfunc": hashfunc,
+        "scheme": scheme,
+    }
     if verify == "estimate":
         pairs, pair_scores = verify_pairs(sig, cand, threshold)
         similarity_of = functools.partial(estimate_jaccard, sig)
     elif verify == "exact":
-        # Only pairs whose estimate is within `margin` of the threshold need the exact
-        # Jaccard: an estimate further off errs with probability < 1e-5 (4.5 standard
-        # deviations of the binomial estimator), and those pairs are most candidates.
-        estimate = estimate_jaccard(sig, cand)
-        margin = 4.5 * math.sqrt(threshold * (1 - threshold) / num_perm) + 1.0 / num_perm
-        unsure = np.abs(estimate - threshold) < margin
+        pairs, pair_scores = verify_pairs_exact(sig, cand, threshold, texts, **options)
 
         def similarity_of(p: np.ndarray) -> np.ndarray:
-            # Exact Jaccard of the given pairs, hashing only the texts they involve.
-            involved = _unique(p.ravel())
-            values, offsets = hash_values(
-                [texts[i] for i in involved], ngram, unit, normalization, hashfunc, scheme
-            )
-            return pair_jaccard(*shingle_sets(values, offsets), np.searchsorted(involved, p))
+            return exact_pair_jaccard(texts, p, **options)
 
-        pair_scores = estimate
-        pair_scores[unsure] = similarity_of(cand[unsure])
-        ok = pair_scores >= threshold
-        pairs, pair_scores = cand[ok], pair_scores[ok]
     else:
         raise ValueError(f"verify must be 'exact' or 'estimate', got {verify!r}")
     labels = connected_components(len(texts), pairs)
