@@ -26,7 +26,9 @@ from ctxkit.dedup.minhash import (
     signatures,
     signatures_from_hashes,
     to_datasketch,
+    verify_margin,
     verify_pairs,
+    verify_pairs_exact,
 )
 from ctxkit.dedup.normalize import Normalization, normalize_texts
 from ctxkit.dedup.shingle import shingle_hash, shingle_hashes, shingles
@@ -147,6 +149,19 @@ def test_pair_jaccard_is_exact():
     want = [exact_jaccard(texts[i], texts[j]) for i, j in pairs]
     for chunk in (3, 1 << 22):
         assert pair_jaccard(keys, set_offsets, pairs, chunk=chunk).tolist() == pytest.approx(want)
+
+
+def test_verify_pairs_exact_from_a_mapping_of_texts():
+    texts = ["abcdefghij", "abcdefghik", "zzzzzzzzzz", "abcdefgxyz"]
+    sig = signatures(texts, num_perm=64)
+    cand = np.array([[0, 1], [0, 3], [1, 3], [0, 2]])
+    # A batch of a distributed run only holds the texts its pairs name.
+    subset = {i: texts[i] for i in (0, 1, 2, 3)}
+    pairs, scores = verify_pairs_exact(sig, cand, 0.5, subset)
+    truth = [exact_jaccard(texts[i], texts[j]) for i, j in cand]
+    assert pairs.tolist() == [p for p, t in zip(cand.tolist(), truth) if t >= 0.5]
+    assert np.allclose(scores, [t for t in truth if t >= 0.5])
+    assert 0 < verify_margin(0.5, 128) < 0.25
 
 
 def test_exact_jaccard_reference():
