@@ -457,7 +457,9 @@ def dedup_cmd(
 
     removed_rows: list[dict] = []
     info: dict = {}
-    if stages == ["exact"]:
+    if keep not in ("first", "last", "longest"):
+        fail(f"--keep must be first, last or longest, got {keep!r}")
+    if stages == ["exact"] and keep == "first":
         # One streaming pass: memory holds 16 bytes per distinct text, output is written as read.
         deduper = ExactDeduper(norm)
         first_ids: list[str] = []
