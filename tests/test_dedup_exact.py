@@ -30,7 +30,7 @@ def reference_normalize(text, norm):
 NORMS = st.builds(Normalization, st.booleans(), st.booleans(), st.booleans(), st.booleans())
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(alphabet=ALPHABET, max_size=12), max_size=6), NORMS)
 def test_vectorized_normalization_matches_reference(texts, norm):
     assert normalize_texts(texts, norm) == [reference_normalize(t, norm) for t in texts]
@@ -115,7 +115,7 @@ def check_invariants(res: DedupResult, n: int):
 WORDS = st.sampled_from(["alpha", "beta", "gamma", "delta", "Alpha", "BETA", "eps"])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     st.lists(st.lists(WORDS, max_size=8).map(" ".join), max_size=25),
     st.sampled_from(["first", "last", "longest"]),

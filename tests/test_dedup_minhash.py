@@ -37,7 +37,7 @@ from ctxkit.dedup.unionfind import UnionFind, connected_components, representati
 TEXT = st.text(alphabet="ab c\té\U0001f600\u3000x", max_size=14)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.lists(TEXT, max_size=5), st.sampled_from(["char", "word"]), st.integers(1, 5))
 def test_vectorized_shingles_match_reference(texts, unit, n):
     h, off = shingle_hashes(texts, n=n, unit=unit)
@@ -170,7 +170,7 @@ def test_exact_jaccard_reference():
     assert exact_jaccard("", "") == 1.0
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=30),
     st.integers(1, 6),
@@ -222,7 +222,7 @@ def test_union_find_transitivity():
     assert uf.labels().tolist() == labels.tolist()
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(
     st.integers(1, 20).flatmap(
         lambda n: st.tuples(
