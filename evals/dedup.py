@@ -729,6 +729,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument(
         "--lsh-docs", type=int, default=None, help="documents for the LSH timing (default 200000)"
     )
+    ap.add_argument("--semantic-docs", type=int, default=3000, help="texts embedded for recall")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -740,7 +741,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "throughput": 600 if quick else 5000,
         "originals": 300 if quick else 6000,
         "lsh": args.lsh_docs or (3000 if quick else 200_000),
-        "semantic": 300 if quick else 5000,
+        "semantic": 300 if quick else args.semantic_docs,
         "toolformer": 300 if quick else None,
     }
     res: dict[str, Any] = {
@@ -753,16 +754,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     pool = [t for texts in sources.values() for t in texts if t.strip()]
     rng.shuffle(pool)
     t0 = time.perf_counter()
+    args.out.mkdir(parents=True, exist_ok=True)
+    from ctxkit.records import atomic_write, write_json
+
+    def checkpoint() -> None:
+        # A long run leaves its finished sections behind even if it is stopped.
+        write_json(args.out / "dedup.partial.json", res)
+
     res["throughput"] = bench_throughput(pool[: sizes["throughput"]], repeats=1 if quick else 3)
+    checkpoint()
     orig = originals(sources, sizes["originals"], rng)
     texts, truth = inject_near_duplicates(orig, rng)
     res["quality"] = bench_quality(
         texts, truth, [0.5, 0.8] if quick else [0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
     )
+    checkpoint()
     res["pair_f1"] = bench_pair_f1(texts, [0.5, 0.7, 0.8])
+    checkpoint()
     res["lsh_speed"] = bench_lsh_speed(
         scale_corpus(sizes["lsh"], sources, rng), 0.5, repeats=1 if quick else 2
     )
+    checkpoint()
     if quick:
         encoder, res["encoder"] = HashingEncoder(), "character 3-gram hashing stand-in (quick run)"
     else:
@@ -770,16 +782,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         encoder, res["encoder"] = default_encoder(), "all-MiniLM-L6-v2 (sentence-transformers, CPU)"
     res["semantic"] = bench_semantic(texts[: sizes["semantic"]], [0.9, 0.8], encoder)
+    checkpoint()
     tool = sources.get("toolformer") or synthetic_texts(2000, rng)
     res["toolformer"] = bench_toolformer(
         tool[: sizes["toolformer"]] if sizes["toolformer"] else tool, encoder
     )
     res["total_seconds"] = round(time.perf_counter() - t0, 1)
     res["section_seconds"] = {k: round(v, 1) for k, v in SECTION_SECONDS.items()}
-    args.out.mkdir(parents=True, exist_ok=True)
-    from ctxkit.records import atomic_write, write_json
-
     write_json(args.out / "dedup.json", res)
+    (args.out / "dedup.partial.json").unlink(missing_ok=True)
     with atomic_write(args.out / "dedup.md") as fh:
         fh.write(markdown(res))
     plot(res, args.out / "dedup.png")
