@@ -653,6 +653,7 @@ def plot(res: dict[str, Any], path: Path) -> None:
         color=["tab:blue", "tab:cyan", "tab:orange", "tab:red", "tab:gray"][: len(names)],
     )
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("documents per CPU second (log scale)")
     ax.set_title("MinHash signatures, char 5-grams, 128 permutations")
     for y, v in enumerate(vals):
