@@ -164,3 +164,11 @@ def test_dispatch_errors():
     assert dedup(
         ["a b c d e f", "a b c d e f g"], "minhash", threshold={"minhash": 0.6}
     ).keep.tolist() == [0]
+
+
+def test_package_name_and_function_name_agree():
+    import ctxkit
+    import ctxkit.dedup.minhash  # noqa: F401  (binds ctxkit.dedup to the package)
+
+    assert ctxkit.dedup(["a", "A"]).keep.tolist() == [0]
+    assert ctxkit.dedup_messages([]).kept == []

@@ -9,6 +9,8 @@ Example:
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 from ctxkit.dedup.pipeline import DEFAULT_THRESHOLDS, METHODS, dedup
@@ -22,6 +24,18 @@ __all__ = [
     "dedup",
     "dedup_messages",
 ]
+
+
+class _CallableModule(types.ModuleType):
+    """``ctxkit.dedup`` is both this package and the function ``dedup``: once a submodule
+    such as ``ctxkit.dedup.minhash`` is imported, ``ctxkit.dedup`` names the package, so the
+    package forwards calls to the function and ``ctxkit.dedup(texts)`` always works."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> DedupResult:
+        return dedup(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 
 def __getattr__(name: str) -> Any:
