@@ -67,8 +67,22 @@ def test_every_removal_is_reported(tmp_path, method):
 def test_keep_rule_applies_to_the_exact_path(tmp_path):
     src = write_input(tmp_path / "in.jsonl")
     out = tmp_path / "out.jsonl"
-    assert run("dedup", src, "-o", out, "-m", "exact", "--keep", "last", "--id-field", "id",
-               "--no-progress") == 0
+    assert (
+        run(
+            "dedup",
+            src,
+            "-o",
+            out,
+            "-m",
+            "exact",
+            "--keep",
+            "last",
+            "--id-field",
+            "id",
+            "--no-progress",
+        )
+        == 0
+    )
     assert [r["id"] for r in read_jsonl(out)] == ["b", "c", "d", "f"]
     assert run("dedup", src, "-o", out, "--keep", "best") == 2
 
