@@ -355,7 +355,6 @@ def demo_cmd(
 
 # ===== dedup commands =====
 
-from typing import Annotated  # the dedup block of this shared file keeps its own import
 
 
 def _parse_threshold(value: str | None) -> object | None:
@@ -402,9 +401,10 @@ def _columns(rows: list[dict]) -> dict[str, list]:
 
 @app.command("dedup")
 def dedup_cmd(
-    input_path: Annotated[Path, typer.Argument(
-        metavar="IN", help="Records: .jsonl (streamed), .json or .parquet.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Kept records (.jsonl or .parquet).")],
+    input_path: Path = typer.Argument(
+        ..., metavar="IN", help="Records: .jsonl (streamed), .json or .parquet."
+    ),
+    output: Path = typer.Option(..., "-o", "--output", help="Kept records (.jsonl or .parquet)."),
     method: str = typer.Option("exact,minhash", "--method", "-m",
                                help="Stages in order: exact, minhash, semantic (comma-separated)."),
     threshold: str | None = typer.Option(
@@ -414,15 +414,20 @@ def dedup_cmd(
     field: str | None = typer.Option(None, "--field", help="Text field (default: text)."),
     template: str | None = typer.Option(None, "--template", help="alpaca or messages."),
     id_field: str | None = typer.Option(None, "--id-field", help="Field holding record ids."),
-    report_path: Annotated[Path | None, typer.Option(
-        "--report", help="JSON report of every removal.")] = None,
+    report_path: Path | None = typer.Option(
+        None, "--report", help="JSON report of every removal."
+    ),
     keep: str = typer.Option("first", "--keep", help="Representative kept: first, last, longest."),
     num_perm: int = typer.Option(128, "--num-perm", help="MinHash permutations."),
     ngram: int = typer.Option(5, "--ngram", help="MinHash shingle size."),
     unit: str = typer.Option("char", "--unit", help="MinHash shingles of char or word n-grams."),
-    punctuation: bool = typer.Option(False, "--ignore-punctuation", help="Strip punctuation first."),
+    punctuation: bool = typer.Option(
+        False, "--ignore-punctuation", help="Strip punctuation first."
+    ),
     seed: int = typer.Option(1, "--seed", help="Seed for MinHash permutations and k-means."),
-    skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip bad records (listed in the report)."),
+    skip_bad: bool = typer.Option(
+        False, "--skip-bad", help="Skip bad records (listed in the report)."
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Remove duplicate records (exact, MinHash near-duplicates, semantic paraphrases).
@@ -452,7 +457,9 @@ def dedup_cmd(
 
     removed_rows: list[dict] = []
     info: dict = {}
-    if stages == ["exact"]:
+    if keep not in ("first", "last", "longest"):
+        fail(f"--keep must be first, last or longest, got {keep!r}")
+    if stages == ["exact"] and keep == "first":
         # One streaming pass: memory holds 16 bytes per distinct text, output is written as read.
         deduper = ExactDeduper(norm)
         first_ids: list[str] = []
@@ -466,8 +473,10 @@ def dedup_cmd(
                     if first is None:
                         yield rec.raw
                     else:
-                        removed_rows.append({"id": rec.id, "line": rec.line, "duplicate_of": first_ids[first],
-                                             "method": "exact", "similarity": 1.0})
+                        removed_rows.append({
+                            "id": rec.id, "line": rec.line, "duplicate_of": first_ids[first],
+                            "method": "exact", "similarity": 1.0,
+                        })
 
         n_kept = _write_rows(output, kept_rows())
         n_in = read_report.read
@@ -485,7 +494,8 @@ def dedup_cmd(
         if {"minhash", "semantic"} & set(stages):
             options["seed"] = seed
         try:
-            with progress_bar(f"dedup ({', '.join(stages)})", total=len(stages), enabled=progress) as advance:
+            label = f"dedup ({', '.join(stages)})"
+            with progress_bar(label, total=len(stages), enabled=progress) as advance:
                 result = dedup(texts, stages, thresholds, keep=keep, **options)
                 advance(len(stages))
         except (ValueError, TypeError) as exc:

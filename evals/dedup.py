@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import time
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from ctxkit.dedup.minhash import (
 )
 from ctxkit.dedup.normalize import Normalization
 from ctxkit.dedup.unionfind import connected_components
+from evals import _common
 from evals.dedup_corpus import (
     data_dir,
     exact_jaccard_join,
@@ -54,6 +54,7 @@ SECTION_SECONDS: dict[str, float] = {}
 
 def section(name: str):
     """Decorator: add the wall time of each call to SECTION_SECONDS[name]."""
+
     def wrap(fn):
         def inner(*args, **kwargs):
             t = time.perf_counter()
@@ -61,7 +62,9 @@ def section(name: str):
                 return fn(*args, **kwargs)
             finally:
                 SECTION_SECONDS[name] = SECTION_SECONDS.get(name, 0.0) + time.perf_counter() - t
+
         return inner
+
     return wrap
 
 
@@ -69,21 +72,14 @@ def section(name: str):
 
 
 def machine_info() -> dict[str, Any]:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    versions = {}
-    for pkg in ("numpy", "torch", "datasketch", "rensa", "scikit-learn", "sentence-transformers"):
+    """The shared machine record plus the versions of the libraries compared here."""
+    info = _common.machine_info()
+    for pkg in ("datasketch", "rensa", "scikit-learn", "sentence-transformers"):
         try:
-            versions[pkg] = metadata.version(pkg)
+            info[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
-            versions[pkg] = None
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), **versions}
+            info[pkg] = None
+    return info
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
@@ -108,22 +104,29 @@ def prf(pred: set, gold: set) -> dict[str, float]:
     tp = len(pred & gold)
     p = tp / len(pred) if pred else 1.0
     r = tp / len(gold) if gold else 1.0
-    return {"precision": round(p, 4), "recall": round(r, 4),
-            "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0, "predicted": len(pred), "gold": len(gold)}
+    return {
+        "precision": round(p, 4),
+        "recall": round(r, 4),
+        "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0,
+        "predicted": len(pred),
+        "gold": len(gold),
+    }
 
 
 def char_shingles(text: str, n: int = 5) -> list[str]:
     """What a datasketch or rensa user writes: raw character 5-grams (the text if shorter)."""
-    return [text[i:i + n] for i in range(len(text) - n + 1)] or ([text] if text else [])
+    return [text[i : i + n] for i in range(len(text) - n + 1)] or ([text] if text else [])
 
 
 # ---------------------------------------------------------------- corpora
 
 
-@section('originals')
+@section("originals")
 def originals(sources: dict[str, list[str]], n: int, rng: random.Random) -> list[str]:
-    """Texts from every source but toolformer (its own benchmark), natural near-duplicates removed."""
-    pool = [t for name, texts in sources.items() if name != "toolformer" for t in texts if t.strip()]
+    """Texts of every source but toolformer (benchmarked apart), natural near-duplicates out."""
+    pool = [
+        t for name, texts in sources.items() if name != "toolformer" for t in texts if t.strip()
+    ]
     rng.shuffle(pool)
     pool = pool[:n]
     # Drop every text with a natural near-duplicate (exact Jaccard >= 0.4) so that the
@@ -145,7 +148,7 @@ def gold_removed(truth: np.ndarray) -> set[int]:
 # ---------------------------------------------------------------- benchmarks
 
 
-@section('bench_throughput')
+@section("bench_throughput")
 def bench_throughput(texts: list[str], repeats: int) -> dict[str, Any]:
     """Raw text to 128-permutation signatures of character 5-grams, docs/s."""
     import rensa
@@ -154,7 +157,9 @@ def bench_throughput(texts: list[str], repeats: int) -> dict[str, Any]:
     ds_texts = texts[: max(200, len(texts) // 4)]  # datasketch is ~10x slower: a quarter suffices
 
     def datasketch_bulk():
-        return MinHash.bulk([[s.encode("utf-8") for s in char_shingles(t)] for t in ds_texts], num_perm=128)
+        return MinHash.bulk(
+            [[s.encode("utf-8") for s in char_shingles(t)] for t in ds_texts], num_perm=128
+        )
 
     def rensa_loop():
         out = []
@@ -165,24 +170,35 @@ def bench_throughput(texts: list[str], repeats: int) -> dict[str, Any]:
         return out
 
     def rensa_matrix():
-        return rensa.RMinHash.digest_matrix_from_token_sets([char_shingles(t) for t in texts], 128, 42)
+        return rensa.RMinHash.digest_matrix_from_token_sets(
+            [char_shingles(t) for t in texts], 128, 42
+        )
 
     runs = {
         "ctxkit": lambda: signatures(texts, num_perm=128, ngram=5),
-        "ctxkit (no normalization)": lambda: signatures(texts, num_perm=128, ngram=5, normalization=RAW),
+        "ctxkit (no normalization)": lambda: signatures(
+            texts, num_perm=128, ngram=5, normalization=RAW
+        ),
         "rensa RMinHash": rensa_loop,
         "rensa digest_matrix": rensa_matrix,
         "datasketch MinHash.bulk": datasketch_bulk,
     }
     best = interleaved(runs, repeats)
-    out: dict[str, Any] = {"docs": len(texts), "datasketch_docs": len(ds_texts),
-                           "mean_chars": round(float(np.mean([len(t) for t in texts])), 1), "methods": {}}
+    out: dict[str, Any] = {
+        "docs": len(texts),
+        "datasketch_docs": len(ds_texts),
+        "mean_chars": round(float(np.mean([len(t) for t in texts])), 1),
+        "methods": {},
+    }
     for name, b in best.items():
         n = len(ds_texts) if name.startswith("datasketch") else len(texts)
-        out["methods"][name] = {**{k: round(v, 4) for k, v in b.items()},
-                                "docs_per_s": round(n / b["wall_s"], 1), "docs_per_cpu_s": round(n / b["cpu_s"], 1)}
+        out["methods"][name] = {
+            **{k: round(v, 4) for k, v in b.items()},
+            "docs_per_s": round(n / b["wall_s"], 1),
+            "docs_per_cpu_s": round(n / b["cpu_s"], 1),
+        }
     ref = out["methods"]["ctxkit"]
-    for name, m in out["methods"].items():
+    for m in out["methods"].values():
         m["ctxkit_speedup_wall"] = round(ref["docs_per_s"] / m["docs_per_s"], 2)
         m["ctxkit_speedup_cpu"] = round(ref["docs_per_cpu_s"] / m["docs_per_cpu_s"], 2)
     return out
@@ -210,7 +226,7 @@ def datasketch_dedup(texts: list[str], threshold: float) -> tuple[set, set, set,
 
 
 def rensa_pairs(texts: list[str], threshold: float) -> set[tuple[int, int]]:
-    """rensa's LSH with datasketch's banding for the threshold, candidates verified by rensa's estimate."""
+    """rensa's LSH (datasketch's banding for t), candidates verified by rensa's estimate."""
     import rensa
     from datasketch.lsh import _optimal_param
 
@@ -229,7 +245,7 @@ def rensa_pairs(texts: list[str], threshold: float) -> set[tuple[int, int]]:
     return {(i, j) for i, j in pairs if mh[i].jaccard(mh[j]) >= threshold}
 
 
-@section('bench_quality')
+@section("bench_quality")
 def bench_quality(texts: list[str], truth: np.ndarray, thresholds: list[float]) -> dict[str, Any]:
     """P/R/F1 of the removed set against the injected ground truth."""
     gold = gold_removed(truth)
@@ -237,23 +253,53 @@ def bench_quality(texts: list[str], truth: np.ndarray, thresholds: list[float]) 
     sig_char = signatures(texts)
     sig_word = signatures(texts, unit="word")
     for t in thresholds:
-        for label, sig, unit in (("ctxkit char 5-gram", sig_char, "char"), ("ctxkit word 5-gram", sig_word, "word")):
+        for label, sig, unit in (
+            ("ctxkit char 5-gram", sig_char, "char"),
+            ("ctxkit word 5-gram", sig_word, "word"),
+        ):
             for verify in ("exact", "estimate"):
-                wall, _, res = timed(lambda t=t, sig=sig, unit=unit, verify=verify: minhash_dedup(
-                    texts, t, sig=sig, unit=unit, verify=verify))
-                rows.append({"method": f"{label}, {verify} verify", "threshold": t,
-                             **prf(set(res.removed.tolist()), gold), "seconds": round(wall, 3)})
+                wall, _, res = timed(
+                    lambda t=t, sig=sig, unit=unit, verify=verify: minhash_dedup(
+                        texts, t, sig=sig, unit=unit, verify=verify
+                    )
+                )
+                rows.append(
+                    {
+                        "method": f"{label}, {verify} verify",
+                        "threshold": t,
+                        **prf(set(res.removed.tolist()), gold),
+                        "seconds": round(wall, 3),
+                    }
+                )
         removed, _, _, wall = datasketch_dedup(texts, t)
-        rows.append({"method": "datasketch MinHashLSH char 5-gram", "threshold": t, **prf(removed, gold),
-                     "seconds": round(wall, 3)})
+        rows.append(
+            {
+                "method": "datasketch MinHashLSH char 5-gram",
+                "threshold": t,
+                **prf(removed, gold),
+                "seconds": round(wall, 3),
+            }
+        )
     ex = exact_dedup(texts)
-    rows.append({"method": "ctxkit exact", "threshold": 1.0, **prf(set(ex.removed.tolist()), gold), "seconds": None})
+    rows.append(
+        {
+            "method": "ctxkit exact",
+            "threshold": 1.0,
+            **prf(set(ex.removed.tolist()), gold),
+            "seconds": None,
+        }
+    )
     best = max((r for r in rows if r["method"].startswith("ctxkit char")), key=lambda r: r["f1"])
-    return {"docs": len(texts), "injected_copies": int((truth >= 0).sum()), "gold_removed": len(gold),
-            "rows": rows, "best_ctxkit": best}
+    return {
+        "docs": len(texts),
+        "injected_copies": int((truth >= 0).sum()),
+        "gold_removed": len(gold),
+        "rows": rows,
+        "best_ctxkit": best,
+    }
 
 
-@section('bench_pair_f1')
+@section("bench_pair_f1")
 def bench_pair_f1(texts: list[str], thresholds: list[float]) -> dict[str, Any]:
     """Pair F1 against the exact Jaccard join (every pair with true Jaccard >= t)."""
     wall, _, joins = timed(lambda: exact_jaccard_join(texts, thresholds))
@@ -263,16 +309,29 @@ def bench_pair_f1(texts: list[str], thresholds: list[float]) -> dict[str, Any]:
         gold = {tuple(p) for p in joins[t][0].tolist()}
         for verify in ("exact", "estimate"):
             res = minhash_dedup(texts, t, sig=sig, verify=verify)
-            rows.append({"method": f"ctxkit ({verify} verify)", "threshold": t,
-                         **prf({tuple(p) for p in res.pairs.tolist()}, gold)})
+            rows.append(
+                {
+                    "method": f"ctxkit ({verify} verify)",
+                    "threshold": t,
+                    **prf({tuple(p) for p in res.pairs.tolist()}, gold),
+                }
+            )
         _, ds_pairs, ds_verified, _ = datasketch_dedup(texts, t)
         rows.append({"method": "datasketch MinHashLSH", "threshold": t, **prf(ds_pairs, gold)})
-        rows.append({"method": "datasketch MinHashLSH + verify", "threshold": t, **prf(ds_verified, gold)})
-        rows.append({"method": "rensa RMinHashLSH + verify", "threshold": t, **prf(rensa_pairs(texts, t), gold)})
+        rows.append(
+            {"method": "datasketch MinHashLSH + verify", "threshold": t, **prf(ds_verified, gold)}
+        )
+        rows.append(
+            {
+                "method": "rensa RMinHashLSH + verify",
+                "threshold": t,
+                **prf(rensa_pairs(texts, t), gold),
+            }
+        )
     return {"docs": len(texts), "join_seconds": round(wall, 2), "rows": rows}
 
 
-@section('scale_corpus')
+@section("scale_corpus")
 def scale_corpus(n: int, sources: dict[str, list[str]], rng: random.Random) -> list[str]:
     """About n documents for the LSH timing: 90% unrelated, 10% edited copies.
 
@@ -300,7 +359,7 @@ def scale_corpus(n: int, sources: dict[str, list[str]], rng: random.Random) -> l
     return texts[:n]
 
 
-@section('bench_lsh_speed')
+@section("bench_lsh_speed")
 def bench_lsh_speed(texts: list[str], threshold: float, repeats: int) -> dict[str, Any]:
     """Candidate generation + verification: ctxkit vs datasketch MinHashLSH insert + query."""
     from datasketch import MinHashLSH
@@ -324,20 +383,39 @@ def bench_lsh_speed(texts: list[str], threshold: float, repeats: int) -> dict[st
                 session.insert(i, m)
         return sum(len(lsh.query(m)) for m in lean)
 
-    best = interleaved({"ctxkit LSH + estimate verify": ctxkit_estimate,
-                        "ctxkit minhash_dedup (exact verify, clusters)": ctxkit_full_exact}, repeats)
+    best = interleaved(
+        {
+            "ctxkit LSH + estimate verify": ctxkit_estimate,
+            "ctxkit minhash_dedup (exact verify, clusters)": ctxkit_full_exact,
+        },
+        repeats,
+    )
     best.update(interleaved({"datasketch MinHashLSH insert+query": datasketch_insert_query}, 1))
     ref = best["datasketch MinHashLSH insert+query"]["wall_s"]
     ref_cpu = best["datasketch MinHashLSH insert+query"]["cpu_s"]
-    out = {"docs": len(texts), "threshold": threshold, "bands": bands, "rows": rows,
-           "signature_seconds": round(sw, 2), "signature_docs_per_s": round(len(texts) / sw, 1),
-           "signature_docs_per_cpu_s": round(len(texts) / sc, 1), "methods": {}}
+    out = {
+        "docs": len(texts),
+        "threshold": threshold,
+        "bands": bands,
+        "rows": rows,
+        "signature_seconds": round(sw, 2),
+        "signature_docs_per_s": round(len(texts) / sw, 1),
+        "signature_docs_per_cpu_s": round(len(texts) / sc, 1),
+        "methods": {},
+    }
     for name, b in best.items():
-        out["methods"][name] = {"wall_s": round(b["wall_s"], 3), "cpu_s": round(b["cpu_s"], 3),
-                                "speedup_vs_datasketch_wall": round(ref / b["wall_s"], 1),
-                                "speedup_vs_datasketch_cpu": round(ref_cpu / b["cpu_s"], 1)}
+        out["methods"][name] = {
+            "wall_s": round(b["wall_s"], 3),
+            "cpu_s": round(b["cpu_s"], 3),
+            "speedup_vs_datasketch_wall": round(ref / b["wall_s"], 1),
+            "speedup_vs_datasketch_cpu": round(ref_cpu / b["cpu_s"], 1),
+        }
     res = ctxkit_full_exact()
-    out["candidates"], out["verified_pairs"], out["removed"] = res.info["candidates"], res.info["verified"], res.n_removed
+    out["candidates"], out["verified_pairs"], out["removed"] = (
+        res.info["candidates"],
+        res.info["verified"],
+        res.n_removed,
+    )
     return out
 
 
@@ -347,11 +425,13 @@ class HashingEncoder:
     def encode(self, texts: list[str]) -> np.ndarray:
         from sklearn.feature_extraction.text import HashingVectorizer
 
-        vec = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 3), n_features=512, alternate_sign=False)
+        vec = HashingVectorizer(
+            analyzer="char_wb", ngram_range=(3, 3), n_features=512, alternate_sign=False
+        )
         return vec.transform(texts).toarray().astype(np.float32)
 
 
-@section('bench_semantic')
+@section("bench_semantic")
 def bench_semantic(texts: list[str], thresholds: list[float], encoder: Any) -> dict[str, Any]:
     """Recall of the SemDeDup partition against exact all-pairs, on real embeddings."""
     from ctxkit.dedup.semantic import embed, pairs_exact, pairs_kmeans
@@ -362,19 +442,38 @@ def bench_semantic(texts: list[str], thresholds: list[float], encoder: Any) -> d
     for t in thresholds:
         xw, _, (exact_pairs, _) = timed(lambda t=t: pairs_exact(emb, t))
         gold = {tuple(p) for p in exact_pairs.tolist()}
-        rows.append({"method": "exact all-pairs (tiled)", "threshold": t, "pairs": len(gold), "recall": 1.0,
-                     "seconds": round(xw, 3)})
+        rows.append(
+            {
+                "method": "exact all-pairs (tiled)",
+                "threshold": t,
+                "pairs": len(gold),
+                "recall": 1.0,
+                "seconds": round(xw, 3),
+            }
+        )
         for n_assign in (1, 2):
             kw, _, (kp, _) = timed(lambda t=t, k=n_assign: pairs_kmeans(emb, t, n_assign=k, seed=1))
             found = {tuple(p) for p in kp.tolist()}
-            rows.append({"method": f"k-means partition, {n_assign} cluster(s) per text", "threshold": t,
-                         "pairs": len(found), "recall": round(len(found & gold) / max(1, len(gold)), 4),
-                         "false_pairs": len(found - gold), "seconds": round(kw, 3)})
-    return {"docs": len(texts), "embed_seconds": round(ew, 2), "embed_docs_per_s": round(len(texts) / ew, 1),
-            "clusters": round(float(np.sqrt(len(texts)))), "rows": rows}
+            rows.append(
+                {
+                    "method": f"k-means partition, {n_assign} cluster(s) per text",
+                    "threshold": t,
+                    "pairs": len(found),
+                    "recall": round(len(found & gold) / max(1, len(gold)), 4),
+                    "false_pairs": len(found - gold),
+                    "seconds": round(kw, 3),
+                }
+            )
+    return {
+        "docs": len(texts),
+        "embed_seconds": round(ew, 2),
+        "embed_docs_per_s": round(len(texts) / ew, 1),
+        "clusters": round(float(np.sqrt(len(texts)))),
+        "rows": rows,
+    }
 
 
-@section('bench_toolformer')
+@section("bench_toolformer")
 def bench_toolformer(texts: list[str], encoder: Any) -> dict[str, Any]:
     """How many items each method removes at thresholds 0.9 and 0.8."""
     from ctxkit.dedup import dedup
@@ -383,13 +482,31 @@ def bench_toolformer(texts: list[str], encoder: Any) -> dict[str, Any]:
     emb = embed(texts, encoder)
     rows = [{"method": "exact", "threshold": None, "removed": exact_dedup(texts).n_removed}]
     for t in (0.9, 0.8):
-        rows.append({"method": "minhash (char 5-gram Jaccard)", "threshold": t,
-                     "removed": minhash_dedup(texts, t).n_removed})
-        rows.append({"method": "semantic (embedding cosine)", "threshold": t,
-                     "removed": dedup(texts, "semantic", t, embeddings=emb).n_removed})
-        staged = dedup(texts, ["exact", "minhash", "semantic"], t, embeddings=None, encoder=_Cached(texts, emb))
-        rows.append({"method": "exact -> minhash -> semantic", "threshold": t, "removed": staged.n_removed,
-                     "by_stage": {m: staged.method.count(m) for m in ("exact", "minhash", "semantic")}})
+        rows.append(
+            {
+                "method": "minhash (char 5-gram Jaccard)",
+                "threshold": t,
+                "removed": minhash_dedup(texts, t).n_removed,
+            }
+        )
+        rows.append(
+            {
+                "method": "semantic (embedding cosine)",
+                "threshold": t,
+                "removed": dedup(texts, "semantic", t, embeddings=emb).n_removed,
+            }
+        )
+        staged = dedup(
+            texts, ["exact", "minhash", "semantic"], t, embeddings=None, encoder=_Cached(texts, emb)
+        )
+        rows.append(
+            {
+                "method": "exact -> minhash -> semantic",
+                "threshold": t,
+                "removed": staged.n_removed,
+                "by_stage": {m: staged.method.count(m) for m in ("exact", "minhash", "semantic")},
+            }
+        )
     return {"items": len(texts), "rows": rows}
 
 
@@ -407,52 +524,110 @@ class _Cached:
 # ---------------------------------------------------------------- reports
 
 
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """Markdown table lines; the first column left-aligned, the rest right-aligned."""
+    out = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    return out + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+
+
 def markdown(res: dict[str, Any]) -> str:
-    lines = [f"# Dedup benchmark{' (quick)' if res['quick'] else ''}", "",
-             f"Command: `{res['command']}`  ",
-             (f"Machine: {res['machine']['cpu']}, {res['machine']['cores']} cores; "
-              f"numpy {res['machine']['numpy']}, torch {res['machine']['torch']}, datasketch "
-              f"{res['machine']['datasketch']}, rensa {res['machine']['rensa']}. Data: {res['data']}."), ""]
-    tp = res["throughput"]
-    lines += [(f"## MinHash signatures: raw text to 128 permutations, character 5-grams "
-               f"({tp['docs']} docs, {tp['mean_chars']} chars on average)"), "",
-              "| method | docs/s (wall) | docs/s (CPU) | ctxkit speedup (wall) | ctxkit speedup (CPU) |",
-              "|---|---:|---:|---:|---:|"]
-    for name, m in tp["methods"].items():
-        lines.append(f"| {name} | {m['docs_per_s']:,.0f} | {m['docs_per_cpu_s']:,.0f} | "
-                     f"{m['ctxkit_speedup_wall']:.2f}x | {m['ctxkit_speedup_cpu']:.2f}x |")
-    q = res["quality"]
-    lines += ["", (f"## Removed set vs injected ground truth ({q['docs']} docs, {q['gold_removed']} copies "
-                   "with 5-15% word edits and case/space/punctuation noise)"), "",
-              "| method | threshold | precision | recall | F1 |", "|---|---:|---:|---:|---:|"]
-    for r in q["rows"]:
-        if "estimate" in r["method"] and r["threshold"] not in (0.5, 0.8):
-            continue
-        lines.append(f"| {r['method']} | {r['threshold']} | {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} |")
-    pf = res["pair_f1"]
-    lines += ["", f"## Pair F1 vs the exact Jaccard join ({pf['docs']} docs)", "",
-              "| method | threshold | true pairs | found | precision | recall | F1 |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in pf["rows"]:
-        lines.append(f"| {r['method']} | {r['threshold']} | {r['gold']} | {r['predicted']} | {r['precision']:.3f} | "
-                     f"{r['recall']:.3f} | {r['f1']:.3f} |")
-    ls = res["lsh_speed"]
-    lines += ["", (f"## LSH candidates + verification ({ls['docs']:,} docs, threshold {ls['threshold']}, "
-                   f"{ls['bands']} bands x {ls['rows']} rows; signatures {ls['signature_docs_per_s']:,.0f} docs/s)"), "",
-              "| method | wall s | CPU s | speedup vs datasketch (wall) | (CPU) |", "|---|---:|---:|---:|---:|"]
-    for name, m in ls["methods"].items():
-        lines.append(f"| {name} | {m['wall_s']:.2f} | {m['cpu_s']:.2f} | {m['speedup_vs_datasketch_wall']:.1f}x | "
-                     f"{m['speedup_vs_datasketch_cpu']:.1f}x |")
-    se = res["semantic"]
-    lines += ["", (f"## Semantic: SemDeDup partition vs exact all-pairs ({se['docs']} docs, "
-                   f"{se['clusters']} clusters; encoder {res['encoder']}, {se['embed_docs_per_s']:.0f} docs/s)"), "",
-              "| method | cosine threshold | pairs | recall | seconds |", "|---|---:|---:|---:|---:|"]
-    for r in se["rows"]:
-        lines.append(f"| {r['method']} | {r['threshold']} | {r['pairs']} | {r['recall']:.3f} | {r['seconds']:.2f} |")
-    tf = res["toolformer"]
-    lines += ["", f"## gpteacher toolformer ({tf['items']} items): items removed", "",
-              "| method | threshold | removed |", "|---|---:|---:|"]
-    for r in tf["rows"]:
-        lines.append(f"| {r['method']} | {r['threshold'] if r['threshold'] is not None else '-'} | {r['removed']} |")
+    """The results as Markdown; ``python -m evals.readme`` adds the command and machine."""
+    tp, q, pf = res["throughput"], res["quality"], res["pair_f1"]
+    ls, se, tf = res["lsh_speed"], res["semantic"], res["toolformer"]
+    lines = [f"# Dedup benchmark{' (quick)' if res['quick'] else ''}", ""]
+    lines += [
+        f"MinHash signatures, raw text to 128 permutations of character 5-grams ({tp['docs']} "
+        f"docs, {tp['mean_chars']} characters on average; CPU time is the fair figure on a "
+        "shared machine):",
+        "",
+    ]
+    lines += _table(
+        ["method", "docs/s (wall)", "docs/s (CPU)", "ctxkit speedup (wall)", "(CPU)"],
+        [
+            [
+                name,
+                f"{m['docs_per_s']:,.0f}",
+                f"{m['docs_per_cpu_s']:,.0f}",
+                f"{m['ctxkit_speedup_wall']:.2f}x",
+                f"{m['ctxkit_speedup_cpu']:.2f}x",
+            ]
+            for name, m in tp["methods"].items()
+        ],
+    )
+    lines += [
+        "",
+        f"Removed set vs injected ground truth ({q['docs']} docs, {q['gold_removed']} copies with "
+        "5-15% word edits plus case, whitespace and punctuation noise):",
+        "",
+    ]
+    lines += _table(
+        ["method", "threshold", "precision", "recall", "F1"],
+        [
+            [
+                r["method"],
+                r["threshold"],
+                f"{r['precision']:.3f}",
+                f"{r['recall']:.3f}",
+                f"{r['f1']:.3f}",
+            ]
+            for r in q["rows"]
+            if not ("estimate" in r["method"] and r["threshold"] not in (0.5, 0.8))
+        ],
+    )
+    lines += ["", f"Pair F1 against the exact Jaccard join ({pf['docs']} docs):", ""]
+    lines += _table(
+        ["method", "threshold", "true pairs", "found", "precision", "recall", "F1"],
+        [
+            [
+                r["method"],
+                r["threshold"],
+                r["gold"],
+                r["predicted"],
+                f"{r['precision']:.3f}",
+                f"{r['recall']:.3f}",
+                f"{r['f1']:.3f}",
+            ]
+            for r in pf["rows"]
+        ],
+    )
+    lines += [
+        "",
+        f"LSH candidates + verification, {ls['docs']:,} docs at threshold {ls['threshold']} "
+        f"({ls['bands']} bands x {ls['rows']} rows, {ls['candidates']:,} candidates; signatures "
+        f"took {ls['signature_seconds']} s, {ls['signature_docs_per_cpu_s']:,.0f} docs per CPU s):",
+        "",
+    ]
+    lines += _table(
+        ["method", "wall s", "CPU s", "speedup vs datasketch (wall)", "(CPU)"],
+        [
+            [
+                name,
+                f"{m['wall_s']:.2f}",
+                f"{m['cpu_s']:.2f}",
+                f"{m['speedup_vs_datasketch_wall']:.1f}x",
+                f"{m['speedup_vs_datasketch_cpu']:.1f}x",
+            ]
+            for name, m in ls["methods"].items()
+        ],
+    )
+    lines += [
+        "",
+        f"Semantic: SemDeDup k-means partition vs exact all-pairs ({se['docs']} docs, "
+        f"{se['clusters']} clusters; {res['encoder']}, {se['embed_docs_per_s']:.0f} docs/s):",
+        "",
+    ]
+    lines += _table(
+        ["method", "cosine threshold", "pairs", "recall", "seconds"],
+        [
+            [r["method"], r["threshold"], r["pairs"], f"{r['recall']:.3f}", f"{r['seconds']:.2f}"]
+            for r in se["rows"]
+        ],
+    )
+    lines += ["", f"gpteacher toolformer ({tf['items']} items), items removed:", ""]
+    lines += _table(
+        ["method", "threshold", "removed"],
+        [[r["method"], r["threshold"] or "-", r["removed"]] for r in tf["rows"]],
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -472,9 +647,13 @@ def plot(res: dict[str, Any], path: Path) -> None:
     ax = axes[0, 0]
     names = list(res["throughput"]["methods"])
     vals = [res["throughput"]["methods"][n]["docs_per_cpu_s"] for n in names]
-    ax.barh([_wrap(n) for n in names], vals,
-            color=["tab:blue", "tab:cyan", "tab:orange", "tab:red", "tab:gray"][: len(names)])
+    ax.barh(
+        [_wrap(n) for n in names],
+        vals,
+        color=["tab:blue", "tab:cyan", "tab:orange", "tab:red", "tab:gray"][: len(names)],
+    )
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("documents per CPU second (log scale)")
     ax.set_title("MinHash signatures, char 5-grams, 128 permutations")
     for y, v in enumerate(vals):
@@ -482,8 +661,12 @@ def plot(res: dict[str, Any], path: Path) -> None:
     ax.invert_yaxis()
 
     ax = axes[0, 1]
-    for method, style in (("ctxkit char 5-gram, exact verify", "o-"), ("ctxkit char 5-gram, estimate verify", "s--"),
-                          ("ctxkit word 5-gram, exact verify", "^-"), ("datasketch MinHashLSH char 5-gram", "x:")):
+    for method, style in (
+        ("ctxkit char 5-gram, exact verify", "o-"),
+        ("ctxkit char 5-gram, estimate verify", "s--"),
+        ("ctxkit word 5-gram, exact verify", "^-"),
+        ("datasketch MinHashLSH char 5-gram", "x:"),
+    ):
         rows = [r for r in res["quality"]["rows"] if r["method"] == method]
         ax.plot([r["threshold"] for r in rows], [r["f1"] for r in rows], style, label=method)
     ax.set_xlabel("Jaccard threshold")
@@ -497,7 +680,12 @@ def plot(res: dict[str, Any], path: Path) -> None:
     ts = sorted({r["threshold"] for r in res["pair_f1"]["rows"]})
     width = 0.8 / len(methods)
     for k, m in enumerate(methods):
-        f1 = [next(r["f1"] for r in res["pair_f1"]["rows"] if r["method"] == m and r["threshold"] == t) for t in ts]
+        f1 = [
+            next(
+                r["f1"] for r in res["pair_f1"]["rows"] if r["method"] == m and r["threshold"] == t
+            )
+            for t in ts
+        ]
         ax.bar(np.arange(len(ts)) + k * width, f1, width, label=m)
     ax.set_xticks(np.arange(len(ts)) + 0.4 - width / 2, [f"t = {t}" for t in ts])
     ax.set_ylabel("pair F1 vs exact Jaccard join")
@@ -510,12 +698,21 @@ def plot(res: dict[str, Any], path: Path) -> None:
     ax = axes[1, 1]
     ls = res["lsh_speed"]
     names = list(ls["methods"])
-    ax.barh([_wrap(n) for n in names], [ls["methods"][n]["cpu_s"] for n in names],
-            color=["tab:blue", "tab:cyan", "tab:gray"])
+    ax.barh(
+        [_wrap(n) for n in names],
+        [ls["methods"][n]["cpu_s"] for n in names],
+        color=["tab:blue", "tab:cyan", "tab:gray"],
+    )
     ax.set_xlabel("CPU seconds (lower is better)")
     ax.set_title(f"LSH candidates + verification, {ls['docs']:,} docs")
     for y, n in enumerate(names):
-        ax.text(ls["methods"][n]["cpu_s"], y, f" {ls['methods'][n]['cpu_s']:.2f} s", va="center", fontsize=8)
+        ax.text(
+            ls["methods"][n]["cpu_s"],
+            y,
+            f" {ls['methods'][n]['cpu_s']:.2f} s",
+            va="center",
+            fontsize=8,
+        )
     ax.invert_yaxis()
     fig.suptitle("ctxkit dedup vs datasketch and rensa" + (" (quick run)" if res["quick"] else ""))
     fig.tight_layout()
@@ -530,7 +727,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few seconds, small sizes")
     ap.add_argument("--out", type=Path, default=Path("evals/results"))
-    ap.add_argument("--lsh-docs", type=int, default=None, help="documents for the LSH timing (default 200000)")
+    ap.add_argument(
+        "--lsh-docs", type=int, default=None, help="documents for the LSH timing (default 200000)"
+    )
+    ap.add_argument("--semantic-docs", type=int, default=3000, help="texts embedded for recall")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -538,20 +738,44 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     root = data_dir()
     sources = load_sources(root)
     quick = args.quick
-    sizes = {"throughput": 600 if quick else 5000, "originals": 300 if quick else 6000,
-             "lsh": args.lsh_docs or (3000 if quick else 200_000), "semantic": 300 if quick else 5000,
-             "toolformer": 300 if quick else None}
-    res: dict[str, Any] = {"quick": quick, "machine": machine_info(), "data": str(root) if root else "generated",
-                           "command": "python -m evals.dedup" + (" --quick" if quick else ""), "sizes": sizes}
+    sizes = {
+        "throughput": 600 if quick else 5000,
+        "originals": 300 if quick else 6000,
+        "lsh": args.lsh_docs or (3000 if quick else 200_000),
+        "semantic": 300 if quick else args.semantic_docs,
+        "toolformer": 300 if quick else None,
+    }
+    res: dict[str, Any] = {
+        "quick": quick,
+        "machine": machine_info(),
+        "data": str(root) if root else "generated",
+        "command": "python -m evals.dedup" + (" --quick" if quick else ""),
+        "sizes": sizes,
+    }
     pool = [t for texts in sources.values() for t in texts if t.strip()]
     rng.shuffle(pool)
     t0 = time.perf_counter()
+    args.out.mkdir(parents=True, exist_ok=True)
+    from ctxkit.records import atomic_write, write_json
+
+    def checkpoint() -> None:
+        # A long run leaves its finished sections behind even if it is stopped.
+        write_json(args.out / "dedup.partial.json", res)
+
     res["throughput"] = bench_throughput(pool[: sizes["throughput"]], repeats=1 if quick else 3)
+    checkpoint()
     orig = originals(sources, sizes["originals"], rng)
     texts, truth = inject_near_duplicates(orig, rng)
-    res["quality"] = bench_quality(texts, truth, [0.5, 0.8] if quick else [0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
+    res["quality"] = bench_quality(
+        texts, truth, [0.5, 0.8] if quick else [0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+    )
+    checkpoint()
     res["pair_f1"] = bench_pair_f1(texts, [0.5, 0.7, 0.8])
-    res["lsh_speed"] = bench_lsh_speed(scale_corpus(sizes["lsh"], sources, rng), 0.5, repeats=1 if quick else 2)
+    checkpoint()
+    res["lsh_speed"] = bench_lsh_speed(
+        scale_corpus(sizes["lsh"], sources, rng), 0.5, repeats=1 if quick else 2
+    )
+    checkpoint()
     if quick:
         encoder, res["encoder"] = HashingEncoder(), "character 3-gram hashing stand-in (quick run)"
     else:
@@ -559,14 +783,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         encoder, res["encoder"] = default_encoder(), "all-MiniLM-L6-v2 (sentence-transformers, CPU)"
     res["semantic"] = bench_semantic(texts[: sizes["semantic"]], [0.9, 0.8], encoder)
+    checkpoint()
     tool = sources.get("toolformer") or synthetic_texts(2000, rng)
-    res["toolformer"] = bench_toolformer(tool[: sizes["toolformer"]] if sizes["toolformer"] else tool, encoder)
+    res["toolformer"] = bench_toolformer(
+        tool[: sizes["toolformer"]] if sizes["toolformer"] else tool, encoder
+    )
     res["total_seconds"] = round(time.perf_counter() - t0, 1)
     res["section_seconds"] = {k: round(v, 1) for k, v in SECTION_SECONDS.items()}
-    args.out.mkdir(parents=True, exist_ok=True)
-    from ctxkit.records import atomic_write, write_json
-
     write_json(args.out / "dedup.json", res)
+    (args.out / "dedup.partial.json").unlink(missing_ok=True)
     with atomic_write(args.out / "dedup.md") as fh:
         fh.write(markdown(res))
     plot(res, args.out / "dedup.png")

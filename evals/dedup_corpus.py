@@ -6,7 +6,6 @@ Kept apart from the benchmark driver so tests and notebooks can build the same c
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 from pathlib import Path
@@ -14,14 +13,15 @@ from pathlib import Path
 import numpy as np
 
 from ctxkit.dedup.minhash import hash_values
+from evals._common import data_dir
 
-__all__ = ["data_dir", "exact_jaccard_join", "inject_near_duplicates", "load_sources", "synthetic_texts"]
-
-
-def data_dir() -> Path | None:
-    env = os.environ.get("CTXKIT_DATA")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
-    return path if path.is_dir() else None
+__all__ = [
+    "data_dir",
+    "exact_jaccard_join",
+    "inject_near_duplicates",
+    "load_sources",
+    "synthetic_texts",
+]
 
 
 def _read(path: Path) -> list[dict]:
@@ -39,7 +39,10 @@ def load_sources(root: Path | None) -> dict[str, list[str]]:
         "gsm8k": ("gsm8k/train.jsonl", ("question", "answer")),
         "codealpaca": ("codealpaca/new_codealpaca.json", ("instruction", "input", "output")),
         "codegen": ("gpteacher/codegen-instruct.json", ("instruction", "input", "response")),
-        "toolformer": ("gpteacher/toolformer-dedupe-only-dataset.json", ("instruction", "input", "response")),
+        "toolformer": (
+            "gpteacher/toolformer-dedupe-only-dataset.json",
+            ("instruction", "input", "response"),
+        ),
     }
     for name, (rel, keys) in specs.items():
         path = root / rel
@@ -48,7 +51,43 @@ def load_sources(root: Path | None) -> dict[str, list[str]]:
     return out
 
 
-_VOCAB = ["the", "of", "and", "to", "in", "is", "for", "that", "with", "as", "on", "by", "this", "be", "are", "from", "it", "at", "or", "an", "can", "which", "value", "number", "list", "return", "function", "data", "time", "first", "each", "new", "result", "string", "order"]
+_VOCAB = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "for",
+    "that",
+    "with",
+    "as",
+    "on",
+    "by",
+    "this",
+    "be",
+    "are",
+    "from",
+    "it",
+    "at",
+    "or",
+    "an",
+    "can",
+    "which",
+    "value",
+    "number",
+    "list",
+    "return",
+    "function",
+    "data",
+    "time",
+    "first",
+    "each",
+    "new",
+    "result",
+    "string",
+    "order",
+]
 
 
 def synthetic_texts(n: int, rng: random.Random, words: list[str] | None = None) -> list[str]:
@@ -61,7 +100,7 @@ _PUNCT = list(".,;:!?-")
 
 
 def _edit(text: str, rng: random.Random, vocab: list[str], rate: float) -> str:
-    """Word edits at ``rate`` (substitute, delete, insert, swap) plus case/space/punctuation noise."""
+    """Word edits at ``rate`` (substitute, delete, insert, swap), then case/space/punct noise."""
     words = text.split(" ")
     n_edits = max(1, round(rate * len(words)))
     for _ in range(n_edits):
@@ -86,7 +125,9 @@ def _edit(text: str, rng: random.Random, vocab: list[str], rate: float) -> str:
     elif r < 0.6:
         out = out.title()
     # whitespace noise: doubled spaces, stray newlines and tabs
-    out = re.sub(" ", lambda m: rng.choice(["  ", "\n", " \t", " "]) if rng.random() < 0.08 else " ", out)
+    out = re.sub(
+        " ", lambda m: rng.choice(["  ", "\n", " \t", " "]) if rng.random() < 0.08 else " ", out
+    )
     # punctuation noise: drop some marks, add a few
     out = "".join(c for c in out if not (c in _PUNCT and rng.random() < 0.3))
     chars = list(out)
@@ -96,7 +137,10 @@ def _edit(text: str, rng: random.Random, vocab: list[str], rate: float) -> str:
 
 
 def inject_near_duplicates(
-    originals: list[str], rng: random.Random, dup_fraction: float = 0.2, max_variants: int = 3,
+    originals: list[str],
+    rng: random.Random,
+    dup_fraction: float = 0.2,
+    max_variants: int = 3,
     rate: tuple[float, float] = (0.05, 0.15),
 ) -> tuple[list[str], np.ndarray]:
     """Originals followed by edited copies, shuffled; ``truth[i]`` is the original's position or -1.
@@ -122,7 +166,11 @@ def inject_near_duplicates(
 
 
 def exact_jaccard_join(
-    texts: list[str], thresholds: float | list[float], ngram: int = 5, unit: str = "char", block: int = 1000,
+    texts: list[str],
+    thresholds: float | list[float],
+    ngram: int = 5,
+    unit: str = "char",
+    block: int = 1000,
 ) -> dict[float, tuple[np.ndarray, np.ndarray]]:
     """Every pair ``i < j`` whose exact Jaccard of shingle sets is >= each threshold.
 
@@ -139,15 +187,17 @@ def exact_jaccard_join(
     n = len(texts)
     doc = np.repeat(np.arange(n), np.diff(offsets))
     _, col = np.unique(values, return_inverse=True)
-    mat = sparse.csr_matrix((np.ones(len(col), dtype=np.float32), (doc, col.ravel())),
-                            shape=(n, int(col.max()) + 1 if len(col) else 0))
+    mat = sparse.csr_matrix(
+        (np.ones(len(col), dtype=np.float32), (doc, col.ravel())),
+        shape=(n, int(col.max()) + 1 if len(col) else 0),
+    )
     mat.sum_duplicates()
     mat.data[:] = 1.0
     sizes = np.asarray(mat.sum(axis=1)).ravel()
     mat_t = mat.T.tocsc()
     found_pairs, found_jac = [], []
     for s in range(0, n, block):
-        prod = (mat[s:s + block] @ mat_t[:, s:]).tocoo()
+        prod = (mat[s : s + block] @ mat_t[:, s:]).tocoo()
         i, j = prod.row + s, prod.col + s
         upper = j > i
         i, j, inter = i[upper], j[upper], prod.data[upper]
@@ -155,7 +205,9 @@ def exact_jaccard_join(
         ok = jac >= lowest - 1e-12
         found_pairs.append(np.stack([i[ok], j[ok]], axis=1))
         found_jac.append(jac[ok])
-    pairs = np.concatenate(found_pairs).astype(np.int64) if found_pairs else np.empty((0, 2), np.int64)
+    pairs = (
+        np.concatenate(found_pairs).astype(np.int64) if found_pairs else np.empty((0, 2), np.int64)
+    )
     jac = np.concatenate(found_jac) if found_jac else np.empty(0)
     order = np.lexsort((pairs[:, 1], pairs[:, 0]))
     pairs, jac = pairs[order], jac[order]

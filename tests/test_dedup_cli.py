@@ -34,8 +34,22 @@ def read_jsonl(path):
 def test_every_removal_is_reported(tmp_path, method):
     src = write_input(tmp_path / "in.jsonl")
     out, rep = tmp_path / "out.jsonl", tmp_path / "dups.json"
-    assert run("dedup", src, "-o", out, "--method", method, "--id-field", "id", "--report", rep,
-               "--no-progress") == 0
+    assert (
+        run(
+            "dedup",
+            src,
+            "-o",
+            out,
+            "--method",
+            method,
+            "--id-field",
+            "id",
+            "--report",
+            rep,
+            "--no-progress",
+        )
+        == 0
+    )
     kept = [r["id"] for r in read_jsonl(out)]
     report = json.loads(rep.read_text())
     removed = {d["id"]: d for d in report["duplicates"]}
@@ -50,8 +64,33 @@ def test_every_removal_is_reported(tmp_path, method):
         assert removed["c"] == {**removed["c"], "duplicate_of": "a", "method": "minhash"}
 
 
+def test_keep_rule_applies_to_the_exact_path(tmp_path):
+    src = write_input(tmp_path / "in.jsonl")
+    out = tmp_path / "out.jsonl"
+    assert (
+        run(
+            "dedup",
+            src,
+            "-o",
+            out,
+            "-m",
+            "exact",
+            "--keep",
+            "last",
+            "--id-field",
+            "id",
+            "--no-progress",
+        )
+        == 0
+    )
+    assert [r["id"] for r in read_jsonl(out)] == ["b", "c", "d", "f"]
+    assert run("dedup", src, "-o", out, "--keep", "best") == 2
+
+
 def test_non_utf8_and_bad_json_lines(tmp_path, capsys):
-    src = write_input(tmp_path / "in.jsonl", extra_lines=[b'{"id": "g", "text": "caf\xe9"}', b"{oops"])
+    src = write_input(
+        tmp_path / "in.jsonl", extra_lines=[b'{"id": "g", "text": "caf\xe9"}', b"{oops"]
+    )
     out, rep = tmp_path / "out.jsonl", tmp_path / "dups.json"
     assert run("dedup", src, "-o", out, "--no-progress") == 2
     assert "in.jsonl:7" in capsys.readouterr().err.replace("\n", "")
@@ -59,20 +98,36 @@ def test_non_utf8_and_bad_json_lines(tmp_path, capsys):
     assert run("dedup", src, "-o", out, "--skip-bad", "--report", rep, "--no-progress") == 0
     report = json.loads(rep.read_text())
     assert [(s["line"], s["reason"][:15]) for s in report["skipped"]] == [
-        (7, "not valid UTF-8"), (8, "invalid JSON: E")]
+        (7, "not valid UTF-8"),
+        (8, "invalid JSON: E"),
+    ]
     assert report["records"] == len(ROWS) == report["kept"] + report["removed"]
 
 
 def test_parquet_output_and_messages_template(tmp_path):
     import pyarrow.parquet as pq
 
-    src = write_input(tmp_path / "in.jsonl", rows=[
-        {"messages": [{"role": "user", "content": "hi there"}]},
-        {"messages": [{"role": "user", "content": "Hi there!"}]},
-    ])
+    src = write_input(
+        tmp_path / "in.jsonl",
+        rows=[
+            {"messages": [{"role": "user", "content": "hi there"}]},
+            {"messages": [{"role": "user", "content": "Hi there!"}]},
+        ],
+    )
     out = tmp_path / "out.parquet"
-    assert run("dedup", src, "-o", out, "--template", "messages", "--ignore-punctuation",
-               "--no-progress") == 0
+    assert (
+        run(
+            "dedup",
+            src,
+            "-o",
+            out,
+            "--template",
+            "messages",
+            "--ignore-punctuation",
+            "--no-progress",
+        )
+        == 0
+    )
     assert pq.read_table(out).num_rows == 1
 
 

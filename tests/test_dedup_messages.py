@@ -8,18 +8,18 @@ from ctxkit.dedup.messages import is_acknowledgement
 
 def history():
     return [
-        {"role": "system", "content": "You are helpful."},                     # 0
-        {"role": "user", "content": "How do I reverse a list in Python?"},     # 1
-        {"role": "assistant", "content": "Use xs[::-1]."},                     # 2
-        {"role": "user", "content": "thanks!"},                                # 3
-        {"role": "system", "content": "You are helpful."},                     # 4 repeated system
-        {"role": "user", "content": "how do I reverse a list in python??"},    # 5
-        {"role": "assistant", "content": "Use xs[::-1]."},                     # 6
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1"}]},    # 7
-        {"role": "tool", "tool_call_id": "c1", "content": "done"},             # 8
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c2"}]},    # 9
-        {"role": "tool", "tool_call_id": "c2", "content": "done"},             # 10
-        {"role": "user", "content": "Thank you so much :)"},                   # 11
+        {"role": "system", "content": "You are helpful."},  # 0
+        {"role": "user", "content": "How do I reverse a list in Python?"},  # 1
+        {"role": "assistant", "content": "Use xs[::-1]."},  # 2
+        {"role": "user", "content": "thanks!"},  # 3
+        {"role": "system", "content": "You are helpful."},  # 4 repeated system
+        {"role": "user", "content": "how do I reverse a list in python??"},  # 5
+        {"role": "assistant", "content": "Use xs[::-1]."},  # 6
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1"}]},  # 7
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},  # 8
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c2"}]},  # 9
+        {"role": "tool", "tool_call_id": "c2", "content": "done"},  # 10
+        {"role": "user", "content": "Thank you so much :)"},  # 11
     ]
 
 

@@ -9,12 +9,33 @@ Example:
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 from ctxkit.dedup.pipeline import DEFAULT_THRESHOLDS, METHODS, dedup
 from ctxkit.dedup.result import DedupResult
 
-__all__ = ["DEFAULT_THRESHOLDS", "METHODS", "DedupResult", "MessageDedup", "dedup", "dedup_messages"]
+__all__ = [
+    "DEFAULT_THRESHOLDS",
+    "METHODS",
+    "DedupResult",
+    "MessageDedup",
+    "dedup",
+    "dedup_messages",
+]
+
+
+class _CallableModule(types.ModuleType):
+    """``ctxkit.dedup`` is both this package and the function ``dedup``: once a submodule
+    such as ``ctxkit.dedup.minhash`` is imported, ``ctxkit.dedup`` names the package, so the
+    package forwards calls to the function and ``ctxkit.dedup(texts)`` always works."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> DedupResult:
+        return dedup(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 
 def __getattr__(name: str) -> Any:

@@ -38,7 +38,9 @@ def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def text_digests(texts: Sequence[str], norm: Normalization | None = None, **options: bool) -> list[bytes]:
+def text_digests(
+    texts: Sequence[str], norm: Normalization | None = None, **options: bool
+) -> list[bytes]:
     """The 16-byte digest of each normalized text; equal digests mean duplicate texts.
 
     Example:
@@ -73,7 +75,9 @@ def exact_dedup(
     """
     digests = text_digests(texts, normalization, **options)
     first: dict[bytes, int] = {}
-    labels = np.fromiter((first.setdefault(d, i) for i, d in enumerate(digests)), dtype=np.int64, count=len(digests))
+    labels = np.fromiter(
+        (first.setdefault(d, i) for i, d in enumerate(digests)), dtype=np.int64, count=len(digests)
+    )
     lengths = [len(t) for t in texts] if keep == "longest" and scores is None else None
     rep = representatives(labels, keep_priority(keep, len(texts), lengths=lengths, scores=scores))
     return result_from_representatives(rep, np.ones(len(texts)), "exact", info={"method": "exact"})

@@ -145,11 +145,17 @@ def dedup_messages(
             i, j = idx[local], idx[target]
             duplicate_of[i] = j
             both_ack = acks[local] and acks[int(res.matched[local])]
-            ledger.append({
-                "index": i, "role": role, "duplicate_of": j,
-                "method": "ack" if both_ack and res.method[local] == "exact" else res.method[local],
-                "similarity": round(float(res.similarity[local]), 6),
-            })
+            ledger.append(
+                {
+                    "index": i,
+                    "role": role,
+                    "duplicate_of": j,
+                    "method": "ack"
+                    if both_ack and res.method[local] == "exact"
+                    else res.method[local],
+                    "similarity": round(float(res.similarity[local]), 6),
+                }
+            )
     ledger.sort(key=lambda e: e["index"])
     kept = [i for i in range(len(messages)) if duplicate_of[i] < 0]
     return MessageDedup(messages=[messages[i] for i in kept], kept=kept, ledger=ledger)

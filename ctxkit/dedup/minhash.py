@@ -24,7 +24,8 @@ default SHA1 hash over raw character shingles), hash the same way and wrap the r
 The building blocks are plain functions on numpy arrays, so they run unchanged inside a
 Ray ``map_batches`` (and give identical results for the same seed):
 :func:`signatures` -> :func:`band_keys` -> :func:`candidate_pairs` -> :func:`verify_pairs`
--> :func:`ctxkit.dedup.unionfind.connected_components`.
+(or :func:`verify_pairs_exact`) -> :func:`ctxkit.dedup.unionfind.connected_components`
+-> :func:`ctxkit.dedup.unionfind.representatives`.
 
 Example:
     >>> texts = ["The quick brown fox jumps over the lazy dog.",
@@ -84,7 +85,13 @@ __all__ = [
 SCHEMES = {"affine32": (np.uint32, 32), "affine64": (np.uint64, 64)}
 HASHFUNCS = ("fast", "sha1")
 DEFAULT_THRESHOLD = 0.5  # with character 5-grams: best F1 on the injected-edit benchmark
-_FMIX32 = (np.uint32(16), np.uint32(0x85EBCA6B), np.uint32(13), np.uint32(0xC2B2AE35), np.uint32(16))
+_FMIX32 = (
+    np.uint32(16),
+    np.uint32(0x85EBCA6B),
+    np.uint32(13),
+    np.uint32(0xC2B2AE35),
+    np.uint32(16),
+)
 _BAND_P = np.uint64(0x100000001B3)
 
 
@@ -111,7 +118,9 @@ def _check_num_perm(num_perm: int) -> None:
 
 
 @functools.lru_cache(maxsize=32)
-def permutations(num_perm: int = 128, seed: int = 1, scheme: str = "affine32") -> tuple[np.ndarray, np.ndarray]:
+def permutations(
+    num_perm: int = 128, seed: int = 1, scheme: str = "affine32"
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``(a, b)`` permutation parameters datasketch's ``MinHash(num_perm, seed, scheme)`` uses.
 
     Example:
@@ -141,7 +150,9 @@ def _fmix(hv: np.ndarray, width: int) -> np.ndarray:
     return hv
 
 
-def _sha1_values(texts: Sequence[str], ngram: int, unit: str, width: int) -> tuple[np.ndarray, np.ndarray]:
+def _sha1_values(
+    texts: Sequence[str], ngram: int, unit: str, width: int
+) -> tuple[np.ndarray, np.ndarray]:
     dtype = np.uint32 if width == 32 else np.uint64
     size = width // 8
     fmt = "<u4" if width == 32 else "<u8"
@@ -150,7 +161,9 @@ def _sha1_values(texts: Sequence[str], ngram: int, unit: str, width: int) -> tup
         grams = shingles(text, ngram, unit)
         if unit == "word":
             grams = [" ".join(g) for g in grams]
-        raw = b"".join(hashlib.sha1(g.encode("utf-8", "surrogatepass")).digest()[:size] for g in grams)
+        raw = b"".join(
+            hashlib.sha1(g.encode("utf-8", "surrogatepass")).digest()[:size] for g in grams
+        )
         values.append(np.frombuffer(raw, dtype=fmt).astype(dtype))
         offsets.append(offsets[-1] + len(grams))
     flat = np.concatenate(values) if values else np.empty(0, dtype=dtype)
@@ -187,7 +200,11 @@ def hash_values(
         h, off = _ngrams(cps, offsets, ngram, _P_CHAR)
     else:
         w_start, w_end, w_off = _word_spans(cps, offsets)
-        word_h = fmix64(_segment_poly(cps, w_start, w_end, _P_CHAR)) if len(w_start) else np.empty(0, np.uint64)
+        word_h = (
+            fmix64(_segment_poly(cps, w_start, w_end, _P_CHAR))
+            if len(w_start)
+            else np.empty(0, np.uint64)
+        )
         h, off = _ngrams(word_h, w_off, ngram, _P_WORD)
     if width == 32:
         h = (h >> np.uint64(32)).astype(np.uint32)
@@ -272,9 +289,11 @@ def signatures(
         raise ValueError("batch_size must be positive")
     out = np.empty((len(texts), num_perm), dtype=dtype)
     for start in range(0, len(texts), batch_size):
-        batch = texts[start:start + batch_size]
+        batch = texts[start : start + batch_size]
         values, offsets = hash_values(batch, ngram, unit, normalization, hashfunc, scheme)
-        out[start:start + len(batch)] = signatures_from_hashes(values, offsets, num_perm, seed, scheme)
+        out[start : start + len(batch)] = signatures_from_hashes(
+            values, offsets, num_perm, seed, scheme
+        )
     return out
 
 
@@ -283,12 +302,16 @@ def empty_rows(sig: np.ndarray) -> np.ndarray:
     return (sig == np.iinfo(sig.dtype).max).all(axis=1)
 
 
-def candidate_probability(similarity: float | np.ndarray, bands: int, rows: int) -> float | np.ndarray:
+def candidate_probability(
+    similarity: float | np.ndarray, bands: int, rows: int
+) -> float | np.ndarray:
     """P(a pair with Jaccard ``similarity`` shares at least one band): 1 - (1 - s**r)**b."""
     return 1.0 - (1.0 - np.asarray(similarity, dtype=np.float64) ** rows) ** bands
 
 
-def choose_bands(threshold: float, num_perm: int = 128, min_recall: float = 0.995) -> tuple[int, int]:
+def choose_bands(
+    threshold: float, num_perm: int = 128, min_recall: float = 0.995
+) -> tuple[int, int]:
     """Bands x rows for recall: the most rows per band that still catch a pair at the threshold.
 
     Verification removes false candidates cheaply, but a pair LSH never proposes is lost for
@@ -333,7 +356,9 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return fmix64(key)
 
 
-def _group_pairs(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, max_bucket: int) -> np.ndarray:
+def _group_pairs(
+    order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, max_bucket: int
+) -> np.ndarray:
     """All pairs inside each bucket (positions ``order[start:start+size]``), as (lo, hi) rows."""
     out = []
     small = sizes <= max_bucket
@@ -350,7 +375,7 @@ def _group_pairs(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, max_b
         # Huge buckets (boilerplate) would give size**2 pairs: link each member to the first
         # and to its predecessor instead, enough for the clusters when the edges verify.
         for st, sz in zip(starts[~small], sizes[~small]):
-            members = np.sort(order[st:st + sz])
+            members = np.sort(order[st : st + sz])
             out.append(np.stack([np.full(sz - 1, members[0]), members[1:]], axis=1))
             out.append(np.stack([members[:-1], members[1:]], axis=1))
     if not out:
@@ -359,7 +384,9 @@ def _group_pairs(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, max_b
     return np.sort(pairs, axis=1)
 
 
-def candidate_pairs(keys: np.ndarray, skip: np.ndarray | None = None, max_bucket: int = 1000) -> np.ndarray:
+def candidate_pairs(
+    keys: np.ndarray, skip: np.ndarray | None = None, max_bucket: int = 1000
+) -> np.ndarray:
     """Candidate pairs ``(i, j)``, ``i < j``, sharing a bucket in any band; sorted, unique.
 
     ``keys`` is ``[n, bands]`` from :func:`band_keys`; rows where ``skip`` is True (e.g.
@@ -407,14 +434,16 @@ def estimate_jaccard(sig: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 13) -
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     out = np.empty(len(pairs), dtype=np.float64)
     for s in range(0, len(pairs), chunk):
-        p = pairs[s:s + chunk]
-        out[s:s + chunk] = np.count_nonzero(sig[p[:, 0]] == sig[p[:, 1]], axis=1)
+        p = pairs[s : s + chunk]
+        out[s : s + chunk] = np.count_nonzero(sig[p[:, 0]] == sig[p[:, 1]], axis=1)
     out /= sig.shape[1]
     return out
 
 
-def verify_pairs(sig: np.ndarray, pairs: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
-    """Keep the candidate pairs whose estimated Jaccard is >= ``threshold``; returns (pairs, scores)."""
+def verify_pairs(
+    sig: np.ndarray, pairs: np.ndarray, threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate pairs whose estimated Jaccard is >= ``threshold``: (pairs, scores)."""
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     scores = estimate_jaccard(sig, pairs)
     ok = scores >= threshold
@@ -422,7 +451,7 @@ def verify_pairs(sig: np.ndarray, pairs: np.ndarray, threshold: float) -> tuple[
 
 
 def shingle_sets(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each text's distinct shingle values as one globally sorted key array, for :func:`pair_jaccard`.
+    """Each text's distinct shingle values in one sorted key array, for :func:`pair_jaccard`.
 
     Keys are ``text << 32 | value`` (values folded to 32 bits), so every text's set is a
     sorted run and a membership test for any (text, value) is one ``searchsorted``.
@@ -440,7 +469,9 @@ def shingle_sets(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, n
     return keys, set_offsets.astype(np.int64)
 
 
-def pair_jaccard(keys: np.ndarray, set_offsets: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
+def pair_jaccard(
+    keys: np.ndarray, set_offsets: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 22
+) -> np.ndarray:
     """Exact Jaccard of each pair's shingle sets (from :func:`shingle_sets`), vectorized.
 
     The smaller set of each pair is looked up in the larger one with one ``searchsorted``
@@ -460,7 +491,9 @@ def pair_jaccard(keys: np.ndarray, set_offsets: np.ndarray, pairs: np.ndarray, c
     inter = np.zeros(len(pairs), dtype=np.int64)
     counts = sizes[small]
     # Chunks of pairs whose query elements total about `chunk`.
-    bounds = np.searchsorted(np.cumsum(counts), np.arange(chunk, counts.sum() + chunk, chunk), side="right")
+    bounds = np.searchsorted(
+        np.cumsum(counts), np.arange(chunk, counts.sum() + chunk, chunk), side="right"
+    )
     lo = 0
     low32 = np.uint64(0xFFFFFFFF)
     for hi in np.unique(np.concatenate([bounds, [len(pairs)]])):
@@ -468,7 +501,9 @@ def pair_jaccard(keys: np.ndarray, set_offsets: np.ndarray, pairs: np.ndarray, c
             continue
         c = counts[lo:hi]
         pid = np.repeat(np.arange(lo, hi), c)
-        pos = np.repeat(set_offsets[small[lo:hi]], c) + (np.arange(c.sum()) - np.repeat(np.cumsum(c) - c, c))
+        pos = np.repeat(set_offsets[small[lo:hi]], c) + (
+            np.arange(c.sum()) - np.repeat(np.cumsum(c) - c, c)
+        )
         query = (large[pid].astype(np.uint64) << np.uint64(32)) | (keys[pos] & low32)
         found = np.searchsorted(keys, query)
         hit = keys[np.minimum(found, len(keys) - 1)] == query
@@ -476,6 +511,60 @@ def pair_jaccard(keys: np.ndarray, set_offsets: np.ndarray, pairs: np.ndarray, c
         lo = hi
     union = sizes[a] + sizes[b] - inter
     return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+
+
+def verify_margin(threshold: float, num_perm: int, sigmas: float = 4.5) -> float:
+    """How far from the threshold an estimate must be to be trusted without the exact Jaccard.
+
+    ``sigmas`` standard deviations of the estimator (``sqrt(t (1 - t) / num_perm)``) plus one
+    permutation's step: beyond that an estimate falls on the wrong side of the threshold
+    with probability below 1e-5 (for the default 4.5).
+    """
+    return sigmas * math.sqrt(threshold * (1 - threshold) / num_perm) + 1.0 / num_perm
+
+
+def exact_pair_jaccard(
+    texts: Sequence[str] | dict[int, str],
+    pairs: np.ndarray,
+    ngram: int = 5,
+    unit: str = "char",
+    normalization: Normalization | None = None,
+    hashfunc: str = "fast",
+    scheme: str = "affine32",
+) -> np.ndarray:
+    """Exact Jaccard of each pair's shingle sets, hashing only the texts the pairs involve.
+
+    ``texts`` may be a sequence or a mapping from index to text (e.g. the texts of one batch
+    of pairs in a distributed run).
+    """
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    involved = _unique(pairs.ravel())
+    values, offsets = hash_values(
+        [texts[int(i)] for i in involved], ngram, unit, normalization, hashfunc, scheme
+    )
+    return pair_jaccard(*shingle_sets(values, offsets), np.searchsorted(involved, pairs))
+
+
+def verify_pairs_exact(
+    sig: np.ndarray,
+    pairs: np.ndarray,
+    threshold: float,
+    texts: Sequence[str] | dict[int, str],
+    **options: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate pairs whose *exact* Jaccard is >= ``threshold``: (pairs, scores).
+
+    Only pairs whose estimate lies within :func:`verify_margin` of the threshold are
+    recomputed exactly (most candidates are far from it); the others keep their estimate.
+    ``options`` are the shingling options of :func:`exact_pair_jaccard`.
+    """
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    scores = estimate_jaccard(sig, pairs)
+    unsure = np.abs(scores - threshold) < verify_margin(threshold, sig.shape[1])
+    if unsure.any():
+        scores[unsure] = exact_pair_jaccard(texts, pairs[unsure], **options)
+    ok = scores >= threshold
+    return pairs[ok], scores[ok]
 
 
 def to_datasketch(sig: np.ndarray, seed: int = 1, scheme: str = "affine32") -> list:
@@ -489,7 +578,10 @@ def to_datasketch(sig: np.ndarray, seed: int = 1, scheme: str = "affine32") -> l
     from datasketch import LeanMinHash
 
     dtype, _ = _scheme(scheme)
-    return [LeanMinHash(seed=seed, hashvalues=row, scheme=scheme) for row in np.asarray(sig, dtype=dtype)]
+    return [
+        LeanMinHash(seed=seed, hashvalues=row, scheme=scheme)
+        for row in np.asarray(sig, dtype=dtype)
+    ]
 
 
 def from_datasketch(minhashes: Sequence[Any]) -> np.ndarray:
@@ -547,14 +639,16 @@ def minhash_dedup(
     LSH candidates are verified (``verify="exact"``, the default: the exact Jaccard of the
     two shingle sets, recomputed only for texts that have a candidate; ``"estimate"``: the
     fraction of equal signature entries, faster but noisy near the threshold, about
-    +-0.04 at 128 permutations). Pairs at or above ``threshold`` are linked; every connected component
+    +-0.04 at 128 permutations). Pairs at or above ``threshold`` are linked; every connected
+    component
     keeps one representative chosen by ``keep`` (``"first"``, ``"last"``, ``"longest"``) or
     by the highest ``scores``. ``bands``/``rows`` default to :func:`choose_bands`. Texts
     with no shingles (empty after normalization) are never near-duplicates (the exact stage
     handles them). Pass precomputed ``sig`` to skip hashing.
 
     Example:
-        >>> minhash_dedup(["a b c d e f g", "a b c d e f g h", "x y z"], threshold=0.7).keep.tolist()
+        >>> texts = ["a b c d e f g", "a b c d e f g h", "x y z"]
+        >>> minhash_dedup(texts, threshold=0.7).keep.tolist()
         [0, 2]
     """
     if not 0.0 < threshold <= 1.0:
@@ -570,27 +664,22 @@ def minhash_dedup(
         bands, rows = choose_bands(threshold, num_perm, min_recall)
     keys = band_keys(sig, bands, rows)
     cand = candidate_pairs(keys, skip=empty_rows(sig), max_bucket=max_bucket)
+    options = {
+        "ngram": ngram,
+        "unit": unit,
+        "normalization": normalization,
+        "hashfunc": hashfunc,
+        "scheme": scheme,
+    }
     if verify == "estimate":
         pairs, pair_scores = verify_pairs(sig, cand, threshold)
         similarity_of = functools.partial(estimate_jaccard, sig)
     elif verify == "exact":
-        # Only pairs whose estimate is within `margin` of the threshold need the exact
-        # Jaccard: an estimate further off errs with probability < 1e-5 (4.5 standard
-        # deviations of the binomial estimator), and those pairs are most candidates.
-        estimate = estimate_jaccard(sig, cand)
-        margin = 4.5 * math.sqrt(threshold * (1 - threshold) / num_perm) + 1.0 / num_perm
-        unsure = np.abs(estimate - threshold) < margin
-        def similarity_of(p: np.ndarray) -> np.ndarray:
-            # Exact Jaccard of the given pairs, hashing only the texts they involve.
-            involved = _unique(p.ravel())
-            values, offsets = hash_values([texts[i] for i in involved], ngram, unit, normalization,
-                                          hashfunc, scheme)
-            return pair_jaccard(*shingle_sets(values, offsets), np.searchsorted(involved, p))
+        pairs, pair_scores = verify_pairs_exact(sig, cand, threshold, texts, **options)
 
-        pair_scores = estimate
-        pair_scores[unsure] = similarity_of(cand[unsure])
-        ok = pair_scores >= threshold
-        pairs, pair_scores = cand[ok], pair_scores[ok]
+        def similarity_of(p: np.ndarray) -> np.ndarray:
+            return exact_pair_jaccard(texts, p, **options)
+
     else:
         raise ValueError(f"verify must be 'exact' or 'estimate', got {verify!r}")
     labels = connected_components(len(texts), pairs)
@@ -601,16 +690,29 @@ def minhash_dedup(
     if len(moved):
         similarity[moved] = similarity_of(np.stack([moved, rep[moved]], axis=1))
     info = {
-        "method": "minhash", "threshold": threshold, "num_perm": int(num_perm), "bands": int(bands),
-        "rows": int(rows), "ngram": ngram, "unit": unit, "seed": seed,
-        "candidates": len(cand), "verified": len(pairs), "verify": verify,
+        "method": "minhash",
+        "threshold": threshold,
+        "num_perm": int(num_perm),
+        "bands": int(bands),
+        "rows": int(rows),
+        "ngram": ngram,
+        "unit": unit,
+        "seed": seed,
+        "candidates": len(cand),
+        "verified": len(pairs),
+        "verify": verify,
     }
     return result_from_representatives(rep, similarity, "minhash", pairs, pair_scores, info)
 
 
-def exact_jaccard(a: str, b: str, ngram: int = 5, unit: str = "char", normalization: Normalization | None = None) -> float:
+def exact_jaccard(
+    a: str, b: str, ngram: int = 5, unit: str = "char", normalization: Normalization | None = None
+) -> float:
     """The exact Jaccard similarity of two texts' shingle sets (a reference for tests and evals)."""
-    va, vb = (set(hash_values([t], ngram, unit, normalization, scheme="affine64")[0].tolist()) for t in (a, b))
+    va, vb = (
+        set(hash_values([t], ngram, unit, normalization, scheme="affine64")[0].tolist())
+        for t in (a, b)
+    )
     if not va and not vb:
         return 1.0
     return len(va & vb) / len(va | vb)

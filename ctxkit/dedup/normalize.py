@@ -24,7 +24,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["Normalization", "codepoints_to_texts", "normalize_text", "normalize_texts", "normalized_codepoints"]
+__all__ = [
+    "Normalization",
+    "codepoints_to_texts",
+    "normalize_text",
+    "normalize_texts",
+    "normalized_codepoints",
+]
 
 _SEP = "\x00"
 _BMP = 0x10000
@@ -56,7 +62,8 @@ def _space_table() -> np.ndarray:
 def _punct_table() -> np.ndarray:
     """Boolean table over the BMP: neither a letter/digit nor whitespace, or an underscore."""
     return np.array(
-        [not (ch.isalnum() or ch.isspace()) or ch == "_" for ch in map(chr, range(_BMP))], dtype=bool
+        [not (ch.isalnum() or ch.isspace()) or ch == "_" for ch in map(chr, range(_BMP))],
+        dtype=bool,
     )
 
 
@@ -144,14 +151,18 @@ def _one_by_one(texts: Sequence[str], norm: Normalization) -> tuple[np.ndarray, 
     return np.concatenate(parts), offsets
 
 
-def _compact(cps: np.ndarray, offsets: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _compact(
+    cps: np.ndarray, offsets: np.ndarray, keep: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Drop the positions where keep is False, and shift the offsets to match."""
     kept_before = np.zeros(len(cps) + 1, dtype=np.int64)
     np.cumsum(keep, out=kept_before[1:])
     return cps[keep], kept_before[offsets]
 
 
-def _fold_whitespace(cps: np.ndarray, offsets: np.ndarray, space: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _fold_whitespace(
+    cps: np.ndarray, offsets: np.ndarray, space: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Each run of whitespace becomes one " "; runs at a text's start or end disappear."""
     m = len(cps)
     idx = np.arange(m, dtype=np.int64)
@@ -173,11 +184,13 @@ def _fold_whitespace(cps: np.ndarray, offsets: np.ndarray, space: np.ndarray) ->
 def codepoints_to_texts(cps: np.ndarray, offsets: np.ndarray) -> list[str]:
     """The inverse of :func:`normalized_codepoints`' packing: one string per text."""
     whole = cps.astype(np.uint32, copy=False).tobytes().decode("utf-32-le", "surrogatepass")
-    return [whole[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
+    return [whole[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
 
 
-def normalize_texts(texts: Sequence[str], norm: Normalization | None = None, **options: bool) -> list[str]:
-    """Normalize many texts; keyword options override ``norm`` (nfkc, case, whitespace, punctuation).
+def normalize_texts(
+    texts: Sequence[str], norm: Normalization | None = None, **options: bool
+) -> list[str]:
+    """Normalize many texts; options (nfkc, case, whitespace, punctuation) override ``norm``.
 
     Example:
         >>> normalize_texts(["Ünïcode  TEXT\\n"], nfkc=False)

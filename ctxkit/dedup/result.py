@@ -33,7 +33,8 @@ class DedupResult:
         pair_scores: the similarity of each pair.
 
     Example:
-        >>> r = result_from_representatives(np.array([0, 0, 2]), np.array([1.0, 1.0, np.nan]), "exact")
+        >>> sims = np.array([1.0, 1.0, np.nan])
+        >>> r = result_from_representatives(np.array([0, 0, 2]), sims, "exact")
         >>> r.keep.tolist(), r.duplicate_of.tolist(), r.clusters
         ([0, 2], [-1, 0, -1], [[0, 1]])
     """
@@ -94,7 +95,9 @@ def _clusters(duplicate_of: np.ndarray) -> list[list[int]]:
     order = np.lexsort((removed, reps))
     reps, removed = reps[order], removed[order]
     cuts = np.flatnonzero(np.diff(reps)) + 1
-    return [[int(r[0]), *map(int, m)] for r, m in zip(np.split(reps, cuts), np.split(removed, cuts))]
+    return [
+        [int(r[0]), *map(int, m)] for r, m in zip(np.split(reps, cuts), np.split(removed, cuts))
+    ]
 
 
 def result_from_representatives(
@@ -119,7 +122,9 @@ def result_from_representatives(
         method=["" if k else method for k in kept],
         similarity=sim,
         matched=duplicate_of.copy(),
-        pairs=np.empty((0, 2), np.int64) if pairs is None else np.asarray(pairs, np.int64).reshape(-1, 2),
+        pairs=np.empty((0, 2), np.int64)
+        if pairs is None
+        else np.asarray(pairs, np.int64).reshape(-1, 2),
         pair_scores=np.empty(0) if pair_scores is None else np.asarray(pair_scores, np.float64),
         info=dict(info or {}),
     )

@@ -33,7 +33,15 @@ import numpy as np
 from ctxkit.dedup.result import DedupResult, result_from_representatives
 from ctxkit.dedup.unionfind import connected_components, keep_priority, representatives
 
-__all__ = ["PARTITIONS", "Encoder", "default_encoder", "embed", "pairs_exact", "pairs_kmeans", "semantic_dedup"]
+__all__ = [
+    "PARTITIONS",
+    "Encoder",
+    "default_encoder",
+    "embed",
+    "pairs_exact",
+    "pairs_kmeans",
+    "semantic_dedup",
+]
 
 PARTITIONS = ("auto", "exact", "kmeans")
 DEFAULT_THRESHOLD = 0.9
@@ -58,8 +66,11 @@ class _SentenceTransformerEncoder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         return self.model.encode(
-            list(texts), batch_size=self.batch_size, convert_to_numpy=True,
-            normalize_embeddings=True, show_progress_bar=False,
+            list(texts),
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
         )
 
 
@@ -88,8 +99,9 @@ def _normalize(emb: np.ndarray) -> np.ndarray:
     return emb / np.where(norms > 0, norms, 1.0)
 
 
-def pairs_exact(emb: np.ndarray, threshold: float, block: int = 2048,
-                ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def pairs_exact(
+    emb: np.ndarray, threshold: float, block: int = 2048, ids: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """All pairs ``i < j`` with cosine >= threshold, tile by tile; returns (pairs, cosines).
 
     ``emb`` must be L2-normalized. ``ids`` maps rows to the indices reported (default: rows).
@@ -103,9 +115,9 @@ def pairs_exact(emb: np.ndarray, threshold: float, block: int = 2048,
     ids = np.arange(n, dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
     found, scores = [], []
     for s in range(0, n, block):
-        a = emb[s:s + block]
+        a = emb[s : s + block]
         for t in range(s, n, block):
-            sims = a @ emb[t:t + block].T
+            sims = a @ emb[t : t + block].T
             i, j = np.nonzero(sims >= threshold)
             upper = (j + t) > (i + s)
             i, j = i[upper], j[upper]
@@ -148,8 +160,8 @@ def pairs_kmeans(
     # Nearest n_assign centers by cosine (centers normalized: spherical k-means assignment).
     near = np.empty((n, n_assign), dtype=np.int64)
     for s in range(0, n, 8192):
-        sims = emb[s:s + 8192] @ centers.T
-        near[s:s + 8192] = np.argsort(-sims, axis=1, kind="stable")[:, :n_assign]
+        sims = emb[s : s + 8192] @ centers.T
+        near[s : s + 8192] = np.argsort(-sims, axis=1, kind="stable")[:, :n_assign]
     member = near.ravel()
     rows = np.repeat(np.arange(n), n_assign)
     order = np.lexsort((rows, member))

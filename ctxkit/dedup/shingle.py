@@ -77,7 +77,8 @@ def shingle_hash(shingle: str | Sequence[str]) -> int:
     A character shingle is a string; a word shingle is a sequence of words (a tuple).
 
     Example:
-        >>> shingle_hash(("hello", "world")) == int(shingle_hashes(["hello world"], n=2, unit="word")[0][0])
+        >>> hashes, _ = shingle_hashes(["hello world"], n=2, unit="word")
+        >>> shingle_hash(("hello", "world")) == int(hashes[0])
         True
     """
     if isinstance(shingle, str):
@@ -101,13 +102,13 @@ def shingles(text: str, n: int = 5, unit: str = "char") -> list:
     if unit == "char":
         if not text:
             return []
-        return [text] if len(text) < n else [text[i:i + n] for i in range(len(text) - n + 1)]
+        return [text] if len(text) < n else [text[i : i + n] for i in range(len(text) - n + 1)]
     words = text.split()
     if not words:
         return []
     if len(words) < n:
         return [tuple(words)]
-    return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
 
 
 def _check(n: int, unit: str) -> None:
@@ -127,7 +128,9 @@ def _codepoints(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return cps, offsets
 
 
-def _segment_poly(values: np.ndarray, starts: np.ndarray, ends: np.ndarray, p: np.uint64) -> np.ndarray:
+def _segment_poly(
+    values: np.ndarray, starts: np.ndarray, ends: np.ndarray, p: np.uint64
+) -> np.ndarray:
     """Polynomial hash of each segment values[starts[i]:ends[i]] (non-empty), mod 2**64.
 
     With P odd, P has an inverse mod 2**64, so the hash of a segment is a difference of
@@ -165,7 +168,9 @@ def _pow_u64(base: np.uint64, exps: np.ndarray) -> np.ndarray:
     return result
 
 
-def _ngrams(values: np.ndarray, offsets: np.ndarray, n: int, p: np.uint64) -> tuple[np.ndarray, np.ndarray]:
+def _ngrams(
+    values: np.ndarray, offsets: np.ndarray, n: int, p: np.uint64
+) -> tuple[np.ndarray, np.ndarray]:
     """Hash every n-gram of `values` inside each segment; shorter non-empty segments give one."""
     lengths = np.diff(offsets)
     counts = np.where(lengths >= n, lengths - n + 1, np.minimum(lengths, 1))
@@ -183,15 +188,17 @@ def _ngrams(values: np.ndarray, offsets: np.ndarray, n: int, p: np.uint64) -> tu
         with np.errstate(over="ignore"):
             for k in range(1, n):
                 h *= p
-                h += v[k: m - n + 1 + k]
+                h += v[k : m - n + 1 + k]
         # Segments are contiguous in `values`: a window is valid when it starts and ends in
         # the same segment, and valid windows come out in segment order.
         seg_of = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-        valid = seg_of[: m - n + 1] == seg_of[n - 1:]
+        valid = seg_of[: m - n + 1] == seg_of[n - 1 :]
         out[np.repeat(full, counts)] = h[valid]
     short = (lengths < n) & (lengths > 0)
     if short.any():
-        out[out_offsets[:-1][short]] = _segment_poly(values, offsets[:-1][short], offsets[1:][short], p)
+        out[out_offsets[:-1][short]] = _segment_poly(
+            values, offsets[:-1][short], offsets[1:][short], p
+        )
     return fmix64(out), out_offsets
 
 

@@ -81,7 +81,9 @@ def connected_components(n: int, pairs: np.ndarray) -> np.ndarray:
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components as cc
 
-    graph = coo_matrix((np.ones(len(pairs), dtype=np.int8), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    graph = coo_matrix(
+        (np.ones(len(pairs), dtype=np.int8), (pairs[:, 0], pairs[:, 1])), shape=(n, n)
+    )
     _, comp = cc(graph, directed=False)
     # scipy numbers components arbitrarily; relabel each by its smallest member.
     smallest = np.full(comp.max() + 1, n, dtype=np.int64)
@@ -90,7 +92,11 @@ def connected_components(n: int, pairs: np.ndarray) -> np.ndarray:
 
 
 def keep_priority(
-    keep: str, n: int, *, lengths: Sequence[int] | None = None, scores: Sequence[float] | None = None
+    keep: str,
+    n: int,
+    *,
+    lengths: Sequence[int] | None = None,
+    scores: Sequence[float] | None = None,
 ) -> np.ndarray:
     """Priority per item for :func:`representatives`: the highest priority is kept.
 
