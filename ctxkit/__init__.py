@@ -57,7 +57,11 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'ctxkit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    if name == "dedup":
+        # ctxkit.dedup is a callable package: bind the package so submodules stay reachable
+        value = importlib.import_module("ctxkit.dedup")
+    else:
+        value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
