@@ -11,6 +11,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -98,6 +99,21 @@ def print_skipped(report: ReadReport, limit: int = 10) -> None:
             console.print(f"  ... and {report.n_skipped - limit} more (listed in the report)")
 
 
+def run_on_ray(command: str, address: str, *args: object, **options: object) -> None:
+    """``--ray ADDRESS``: run the command's stage on Ray Data and print its summary."""
+    from ctxkit.distributed import RayMissingError, run_command
+
+    try:
+        rows = run_command(command, address, *args, **options)
+    except (ValueError, RayMissingError) as exc:
+        fail(str(exc))
+    print_table(f"ctxkit {command} on Ray ({address})", rows)
+
+
+RAY_HELP = ("Run on Ray Data: 'local' (start Ray here), 'auto' (this machine's cluster) or "
+            "ray://HOST:10001. IN may be a directory or URI; -o becomes a directory of part files.")
+
+
 @app.callback()
 def _root() -> None:
     """Make every token of a context window count: dedup, compress, score, pack, embed."""
@@ -113,7 +129,6 @@ def tokenizers_cmd() -> None:
 
 
 # ===== packing commands (pack, demo) =====
-from typing import Annotated  # noqa: E402 (here: cli.py is shared, this block is ours)
 
 _PACK_TOKENIZE_BATCH = 1024
 
@@ -195,8 +210,14 @@ def pack_cmd(
     report_path: Annotated[Path | None, typer.Option(
         "--report", help="Also write the report as JSON.")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray", metavar="ADDRESS", help=RAY_HELP)] = None,
 ) -> None:
     """Tokenize records and pack them into full context windows (no cross-contamination)."""
+    if ray_address is not None:
+        return run_on_ray("pack", ray_address, input_path, output, field=field,
+                          id_field=id_field, capacity=capacity, tokenizer=tokenizer,
+                          strategy=strategy, overflow=overflow)
     import numpy as np
 
     from ctxkit.pack.collate import LAYOUTS, pack_arrays
@@ -429,12 +450,18 @@ def dedup_cmd(
         False, "--skip-bad", help="Skip bad records (listed in the report)."
     ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    ray_address: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help=RAY_HELP),
 ) -> None:
     """Remove duplicate records (exact, MinHash near-duplicates, semantic paraphrases).
 
     Every removed record gets a report entry: its id, the id of the kept record it
     duplicates, the method and the similarity.
     """
+    if ray_address is not None:
+        return run_on_ray("dedup", ray_address, input_path, output, field=field,
+                          id_field=id_field, report_path=report_path, method=method,
+                          threshold=_parse_threshold(threshold), keep=keep, num_perm=num_perm,
+                          ngram=ngram, unit=unit, seed=seed, punctuation=punctuation)
     from ctxkit.dedup import dedup
     from ctxkit.dedup.exact import ExactDeduper
     from ctxkit.dedup.normalize import Normalization
@@ -532,7 +559,6 @@ def dedup_cmd(
 # ===== embedding commands =====
 
 
-from typing import Annotated  # here, not at the top: this block is all the embed command owns
 
 
 def _write_npy_stream(path: Path, chunks: Iterator, dim: int) -> int:

@@ -367,3 +367,21 @@ def test_auto_shuffle_picks_sort_for_small_inputs(ray_session):
     assert ds.context.shuffle_strategy == ShuffleStrategy.SHUFFLE_V2
     with pytest.raises(ValueError, match="shuffle must be one of"):
         set_shuffle(ds, "fast")
+
+
+def test_cli_ray_option(ray_session, tmp_path, capsys):
+    """`ctxkit dedup|pack ... --ray local` runs the distributed stage; errors exit 2."""
+    import json
+
+    from ctxkit.cli import main
+
+    texts = _near_duplicate_corpus(40, seed=11)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    assert main(["dedup", str(src), "-o", str(tmp_path / "kept.jsonl"), "--method", "minhash",
+                 "--ray", "local"]) == 0
+    assert "ctxkit dedup on Ray" in capsys.readouterr().out
+    assert main(["dedup", str(src), "-o", str(tmp_path / "k2.jsonl"), "--ray", "local"]) == 2
+    assert main(["pack", str(src), "-c", "128", "-o", str(tmp_path / "w.parquet"),
+                 "--overflow", "truncate", "--ray", "local"]) == 0
+    assert "ctxkit pack on Ray" in capsys.readouterr().out
