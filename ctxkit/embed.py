@@ -19,27 +19,39 @@ How a call runs:
    (mean, CLS, max, mean-sqrt-len, weighted mean, last token) runs per segment, then the
    model's own modules after pooling (``Dense``, ``Normalize``).
 
-Why it is faster on CPU (MiniLM-L6, 2 cores; figures from ``python -m evals.embedding``):
+Why it is faster on CPU (MiniLM-L6, 2 threads; ``python -m evals.embedding``, medians of
+alternating rounds; the README has the table). Each step below adds one idea to the previous
+one, all running our forward:
 
-- **token-length ordering**: sentence-transformers sorts texts by *characters*, so its batches
-  of 32 mix token lengths and pad to the longest; sorting by tokens alone is ~1.1-1.27x.
-- **no padding**: packed rows are ~99% real tokens vs 80-85% in ``encode``'s batches.
-- **fuller matrix multiplies**: one forward covers ``batch_tokens`` slots (8192 by default on
-  CPU) instead of 32 texts, Q/K/V are one fused matmul, and the per-layer Python and mask
-  overhead of the transformers forward is gone.
-- **no cross-segment attention**: a block-diagonal mask keeps results exact but SDPA still
-  spends ``C**2`` per row of length ``C``; for MiniLM attention is ~``C / (6 * hidden)`` of
-  the linear FLOPs (11% at ``C = 256``). Short texts therefore go into shorter rows.
+- **less framework overhead** (same layout as ``encode``: char-sorted, 32 texts a batch,
+  padded): Q/K/V are one fused matmul, weights are pre-transposed for ``addmm``, and the
+  per-call work of transformers' forward (mask building, module dispatch) is gone;
+- **token-length ordering**: sentence-transformers sorts texts by *characters*, so its
+  batches mix token lengths and pad to the longest; sorting by tokens pads less;
+- **fuller matrix multiplies**: forwards sized by tokens (``batch_tokens`` slots, 8192 by
+  default on CPU) instead of 32 texts, so short texts no longer run small GEMMs;
+- **no padding**: packed rows are 96-99% real tokens vs 55-85% in ``encode``'s batches;
+- **no cross-segment attention**: the block-diagonal mask makes packing exact. It is not
+  free: SDPA still spends ``C**2`` per row of ``C`` slots, about ``C / (6 * hidden)`` of the
+  linear FLOPs (11% at ``C = 256`` for MiniLM).
 
-Row length (``row_length="auto"``): for each chunk of texts we plan rows of ``C`` in
-{32, 64, 128, ..., max_seq_length} (texts longer than ``C`` go into rows of
-``max_seq_length``) and keep the plan with the least modelled cost
-``slots + attn_weight * sum(C**2) / (6 * hidden)``, i.e. linear work on every slot plus
-masked attention on every row. SDPA with a boolean block mask was the fastest boundary-safe
-attention on CPU: FlexAttention compiles ~30 s and ran 0.81x; jagged tensors need a
-per-document loop in attention. On a GPU with flash-attn installed, attention instead runs
-flash-attention's varlen kernel on padding-free tokens (``cu_seqlens``), so no masked block
-is computed at all; without flash-attn it uses SDPA with the block mask in half precision.
+Row length (``row_length="auto"``): for each chunk of texts :func:`choose_rows` plans rows of
+``C`` in {max_seq_length, ..., 64, 32} (texts longer than ``C`` go into rows of
+``max_seq_length``) and keeps the plan with the least modelled cost
+``slots + attn_weight * sum(C**2) / (6 * hidden)``. FLOPs say shorter rows should win for
+short texts, but measured on this CPU they lose (rows of 256: 2.06x ``encode`` on chat-length
+texts; rows picked with ``attn_weight=2``, mostly 128: 1.79x): the CPU SDPA kernel does not
+get cheaper in proportion and short rows pack less tightly. So the default weight is 0:
+the plan with the fewest slots wins, normally rows of ``max_seq_length``; a shorter row is
+kept only when it saves slots (a chunk of a few short texts).
+
+Attention: SDPA with an additive block-diagonal mask (built once per forward, not per layer)
+was the fastest boundary-safe kernel on CPU: FlexAttention compiles for ~30 s and ran 0.81x;
+jagged (nested) tensors work but need a per-document loop inside attention. On a GPU with
+flash-attn installed, attention runs flash-attention's varlen kernel on padding-free tokens
+(``cu_seqlens``), so no masked block is computed at all; without flash-attn it uses SDPA with
+the block mask in half precision. Host batches are pinned and copied asynchronously, and the
+next chunk is tokenised on a worker thread while the GPU computes.
 
 Example:
     >>> enc = PackedEncoder(device="cpu")
