@@ -310,11 +310,11 @@ def test_choose_rows_places_every_text_once(lengths):
 
 
 def test_choose_rows_cost_model():
-    # Measured default: attention is not penalised, so the tightest packing (longest rows) wins.
-    assert [c for c, _ in choose_rows(np.full(200, 12), 256, 384)] == [256]
-    # With attention weighted, short texts go into short rows.
-    assert {c for c, _ in choose_rows(np.full(200, 12), 256, 384, attn_weight=2.0)} <= {32, 64}
-    assert choose_rows(np.full(50, 250), 256, 384, attn_weight=2.0)[0][0] == 256
+    # Attention counted in FLOPs (default): short texts go into short rows.
+    assert {c for c, _ in choose_rows(np.full(200, 12), 256, 384)} <= {32, 64}
+    assert choose_rows(np.full(50, 250), 256, 384)[0][0] == 256
+    # Without attention cost, the tightest packing (longest rows) wins.
+    assert [c for c, _ in choose_rows(np.full(200, 12), 256, 384, attn_weight=0.0)] == [256]
     mixed = choose_rows(np.array([200] * 5 + [20] * 60), 256, 384, attn_weight=8.0)
     caps = sorted(c for c, _ in mixed)
     assert len(caps) == 2 and caps[0] < 200 and caps[1] == 256  # long texts keep max_len rows
