@@ -19,27 +19,41 @@ How a call runs:
    (mean, CLS, max, mean-sqrt-len, weighted mean, last token) runs per segment, then the
    model's own modules after pooling (``Dense``, ``Normalize``).
 
-Why it is faster on CPU (MiniLM-L6, 2 cores; figures from ``python -m evals.embedding``):
+Why it is faster on CPU (MiniLM-L6, 2 threads; ``python -m evals.embedding``, medians of
+alternating rounds; the README has the table). Each step below adds one idea to the previous
+one, all running our forward:
 
-- **token-length ordering**: sentence-transformers sorts texts by *characters*, so its batches
-  of 32 mix token lengths and pad to the longest; sorting by tokens alone is ~1.1-1.27x.
-- **no padding**: packed rows are ~99% real tokens vs 80-85% in ``encode``'s batches.
-- **fuller matrix multiplies**: one forward covers ``batch_tokens`` slots (8192 by default on
-  CPU) instead of 32 texts, Q/K/V are one fused matmul, and the per-layer Python and mask
-  overhead of the transformers forward is gone.
-- **no cross-segment attention**: a block-diagonal mask keeps results exact but SDPA still
-  spends ``C**2`` per row of length ``C``; for MiniLM attention is ~``C / (6 * hidden)`` of
-  the linear FLOPs (11% at ``C = 256``). Short texts therefore go into shorter rows.
+- **less framework overhead** (same layout as ``encode``: char-sorted, 32 texts a batch,
+  padded): Q/K/V are one fused matmul, weights are pre-transposed for ``addmm``, and the
+  per-call work of transformers' forward (mask building, module dispatch) is gone;
+- **token-length ordering**: sentence-transformers sorts texts by *characters*, so its
+  batches mix token lengths and pad to the longest; sorting by tokens pads less;
+- **fuller matrix multiplies**: forwards sized by tokens (``batch_tokens`` slots, 8192 by
+  default on CPU) instead of 32 texts, so short texts no longer run small GEMMs;
+- **no padding**: packed rows are 96-99% real tokens vs 55-85% in ``encode``'s batches;
+- **no cross-segment attention**: the block-diagonal mask makes packing exact. It is not
+  free: SDPA still spends ``C**2`` per row of ``C`` slots, about ``C / (6 * hidden)`` of the
+  linear FLOPs (11% at ``C = 256`` for MiniLM).
 
-Row length (``row_length="auto"``): for each chunk of texts we plan rows of ``C`` in
-{32, 64, 128, ..., max_seq_length} (texts longer than ``C`` go into rows of
-``max_seq_length``) and keep the plan with the least modelled cost
-``slots + attn_weight * sum(C**2) / (6 * hidden)``, i.e. linear work on every slot plus
-masked attention on every row. SDPA with a boolean block mask was the fastest boundary-safe
-attention on CPU: FlexAttention compiles ~30 s and ran 0.81x; jagged tensors need a
-per-document loop in attention. On a GPU with flash-attn installed, attention instead runs
-flash-attention's varlen kernel on padding-free tokens (``cu_seqlens``), so no masked block
-is computed at all; without flash-attn it uses SDPA with the block mask in half precision.
+Row length (``row_length="auto"``): for each chunk of texts :func:`choose_rows` plans rows of
+``C`` in {max_seq_length, ..., 64, 32} (texts longer than ``C`` go into rows of
+``max_seq_length``, so long texts never sit alone in a short row) and keeps the plan with the
+least modelled cost ``slots + attn_weight * sum(C**2) / (6 * hidden)``: linear work on every
+slot plus masked attention on every row, counted in FLOPs (``attn_weight=1``). For
+instruction-length texts this keeps rows of ``max_seq_length`` (98% full); for chat-length
+texts (gsm8k questions, chat turns) it picks rows of 128, halving the attention spent on
+masked pairs for 2% more padding. A prototype measured rows of 128 at 1.24x vs 1.10x for
+rows of 256 on gsm8k, and 1.17x vs 1.37x on codealpaca when long texts had to sit alone in
+short rows, which the two-level plan avoids. ``evals.embedding`` reports rows of
+``max_seq_length`` next to the default so the choice can be re-checked on a quiet machine.
+
+Attention: SDPA with an additive block-diagonal mask (built once per forward, not per layer)
+was the fastest boundary-safe kernel on CPU: FlexAttention compiles for ~30 s and ran 0.81x;
+jagged (nested) tensors work but need a per-document loop inside attention. On a GPU with
+flash-attn installed, attention runs flash-attention's varlen kernel on padding-free tokens
+(``cu_seqlens``), so no masked block is computed at all; without flash-attn it uses SDPA with
+the block mask in half precision. Host batches are pinned and copied asynchronously, and the
+next chunk is tokenised on a worker thread while the GPU computes.
 
 Example:
     >>> enc = PackedEncoder(device="cpu")
@@ -75,13 +89,13 @@ from ctxkit.pack.plan import pack_lengths
 
 __all__ = ["EncodeStats", "PackedEncoder", "Tokenized", "choose_rows"]
 
-# Weight of masked-attention FLOPs against linear-layer FLOPs in the row-length cost model.
-# FLOPs alone favour rows of 128 for chat-length texts (5.6% vs 11% attention overhead), but
-# measured on CPU (2 threads, gsm8k + chat turns, 150 texts, alternating rounds) rows of 256
-# ran 2.06x encode() and rows chosen with weight 2 (mostly 128) only 1.79x: SDPA's CPU kernel
-# does not get cheaper in proportion for short rows, and shorter rows pack less tightly. So
-# the default only trades slots (padding); pass attn_weight to model attention explicitly.
-ATTN_WEIGHT = 0.0
+# Weight of masked-attention FLOPs against linear-layer FLOPs in the row-length cost model:
+# 1.0 counts FLOPs as they are. On chat-length texts it picks rows of 128 (attention 6% of
+# the linear FLOPs instead of 11% at 256, for 2% more padding); on instruction-length texts
+# it keeps rows of max_seq_length. Our CPU measurements could not separate the two (the
+# shared 2-core machine varied up to 2x between rounds of identical work); the benchmark
+# reports both, see the module docstring.
+ATTN_WEIGHT = 1.0
 CHUNK_TEXTS = 8192  # texts tokenised and packed together: bounds memory, overlaps with compute
 
 
@@ -135,10 +149,10 @@ def choose_rows(lengths: np.ndarray, max_len: int, hidden: int, row_length: int 
 
     Example:
         >>> [(c, len(b)) for c, b in choose_rows(np.array([10, 12, 9, 11]), 256, 384)]
-        [(64, 1)]
-        >>> [(c, len(b)) for c, b in choose_rows(np.array([10, 12, 9, 11]), 256, 384,
-        ...                                      attn_weight=2.0)]
         [(32, 2)]
+        >>> [(c, len(b)) for c, b in choose_rows(np.array([10, 12, 9, 11]), 256, 384,
+        ...                                      attn_weight=0.0)]
+        [(64, 1)]
     """
     lengths = np.asarray(lengths, dtype=np.int64)
     if row_length == "auto":

@@ -274,7 +274,7 @@ LABELS = {
     "ours_token_sorted": "+ token-length ordering",
     "ours_token_budget": "+ token-sized batches (fuller matmuls)",
     "packed_rows_max": "+ packed rows of max_seq_length (no padding)",
-    "packed": "+ auto row length (less cross-segment attention) = PackedEncoder",
+    "packed": "PackedEncoder default (row length by cost model)",
 }
 
 
@@ -323,7 +323,7 @@ def plot(path: Path, report: dict) -> None:
     res = report["results"]
     names = list(res)
     methods = [m for m in LABELS if m in res[names[0]]["texts_per_s"]]
-    fig, ax = plt.subplots(figsize=(11, 5.5))
+    fig, ax = plt.subplots(figsize=(10, 7))
     width = 0.8 / len(methods)
     colors = plt.cm.viridis(np.linspace(0, 0.9, len(methods)))
     for k, m in enumerate(methods):
@@ -334,14 +334,15 @@ def plot(path: Path, report: dict) -> None:
             ax.text(x, y + 0.01, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.set_xticks(np.arange(len(names)))
-    ax.set_xticklabels([f"{n}\n(mean {res[n]['mean_tokens']:.0f} tokens)" for n in names])
+    ax.set_xticklabels([f"{n}\n(mean {res[n]['mean_tokens']:.0f} tokens, "
+                        f"{res[n]['texts']} texts)" for n in names])
     ax.set_xlabel("text length distribution")
-    ax.set_ylabel("throughput vs ST encode(batch_size=32) (x, texts/s ratio)")
+    ax.set_ylabel("speed-up vs ST encode(batch_size=32) (ratio of texts/s)")
     f = report["fidelity"]
-    ax.set_title("Packed embedding passes, all-MiniLM-L6-v2 on CPU "
-                 f"({report['machine']['torch_threads']} threads); "
-                 f"min cosine {f['min_cosine']:.6f} on {f['texts']} texts")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title("Packed embedding passes, all-MiniLM-L6-v2, CPU "
+                 f"({report['machine']['torch_threads']} torch threads)\n"
+                 f"fidelity: min cosine {f['min_cosine']:.7f} to ST encode on {f['texts']} texts")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

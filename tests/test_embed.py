@@ -73,13 +73,14 @@ def test_matches_sentence_transformers(enc, st_model):
     assert min_cos(got, ref) >= 0.9999
     assert np.abs(got - ref).max() < 1e-4
     s = enc.last_stats
-    assert s.texts == len(texts) and s.empty == 3 and s.truncated >= 2
+    over = sum(len(enc.backbone.tokenizer(t)["input_ids"]) > enc.max_seq_length for t in texts)
+    assert s.texts == len(texts) and s.empty == 3 and s.truncated == over >= 1
     assert 0 < s.utilization <= 1 and s.rows >= 1 and s.slots >= s.tokens
 
 
 @pytest.mark.parametrize("row_length", [32, 64, 256])
 def test_fixed_row_lengths_match(enc, st_model, row_length):
-    texts = make_texts(12, seed=row_length) + EDGE[:4]
+    texts = make_texts(8, seed=row_length) + EDGE[:4]
     ref = st_model.encode(texts, batch_size=8)
     e = PackedEncoder(device="cpu", row_length=row_length, max_tokens_per_batch=600)
     assert min_cos(e.encode(texts), ref) >= 0.9999
@@ -181,7 +182,7 @@ def test_varlen_path_matches_block_path(enc):
 
 def test_half_precision_runs_on_cpu(enc):
     """bf16 weights, masks and fp32 pooling: the GPU dtype handling, exercised on CPU."""
-    texts = make_texts(3, seed=19)
+    texts = ["a short text in bf16", "", "the same weights, half the bits"]
     e = PackedEncoder(device="cpu", dtype="bfloat16")
     assert e.dtype == torch.bfloat16 and e.backbone is not enc.backbone
     got = e.encode(texts)
@@ -309,11 +310,11 @@ def test_choose_rows_places_every_text_once(lengths):
 
 
 def test_choose_rows_cost_model():
-    # Measured default: attention is not penalised, so the tightest packing (longest rows) wins.
-    assert [c for c, _ in choose_rows(np.full(200, 12), 256, 384)] == [256]
-    # With attention weighted, short texts go into short rows.
-    assert {c for c, _ in choose_rows(np.full(200, 12), 256, 384, attn_weight=2.0)} <= {32, 64}
-    assert choose_rows(np.full(50, 250), 256, 384, attn_weight=2.0)[0][0] == 256
+    # Attention counted in FLOPs (default): short texts go into short rows.
+    assert {c for c, _ in choose_rows(np.full(200, 12), 256, 384)} <= {32, 64}
+    assert choose_rows(np.full(50, 250), 256, 384)[0][0] == 256
+    # Without attention cost, the tightest packing (longest rows) wins.
+    assert [c for c, _ in choose_rows(np.full(200, 12), 256, 384, attn_weight=0.0)] == [256]
     mixed = choose_rows(np.array([200] * 5 + [20] * 60), 256, 384, attn_weight=8.0)
     caps = sorted(c for c, _ in mixed)
     assert len(caps) == 2 and caps[0] < 200 and caps[1] == 256  # long texts keep max_len rows
