@@ -340,9 +340,8 @@ def test_run_command_embed_matches_packed_encoder(ray_session, tmp_path):
     pytest.importorskip("ctxkit.embed")
     import json
 
-    from ctxkit.embed import PackedEncoder
-
     from ctxkit.distributed import run_command
+    from ctxkit.embed import PackedEncoder
 
     texts = ["A short one.", "", "Packed rows keep each document's own [CLS] and [SEP].",
              "ünïcode и 日本語 text", "word " * 300]
