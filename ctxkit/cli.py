@@ -610,8 +610,14 @@ def embed_cmd(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     summary_json: Annotated[Path | None, typer.Option(help="Also write the summary as "
                                                       "JSON.")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray", metavar="ADDRESS", help=RAY_HELP)] = None,
 ) -> None:
     """Embed every record's text with packed passes; same vectors as sentence-transformers."""
+    if ray_address is not None:
+        return run_on_ray("embed", ray_address, input, output, field=field, id_field=id_field,
+                          model=model, batch_size=chunk_size, normalize=normalize,
+                          device=device, dtype=dtype, batch_tokens=batch_tokens)
     import itertools
     import json
     import time

@@ -1,4 +1,4 @@
-"""Packed embedding passes vs ``SentenceTransformer.encode``: fidelity, throughput, where the gain is.
+"""Packed embedding passes vs ``SentenceTransformer.encode``: fidelity, speed, where it comes from.
 
 Run from the repository root::
 
