@@ -32,7 +32,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -246,15 +245,6 @@ def _needed_ids(batch: dict[str, np.ndarray], need: Broadcast, id_column: str):
     return {ROW: rows[mask], "id": batch[id_column][mask]}
 
 
-def _margin(threshold: float, num_perm: int) -> float:
-    """Estimates further than this from the threshold skip exact verification.
-
-    The same rule as ``ctxkit.dedup.minhash.minhash_dedup``: 4.5 standard deviations of the
-    binomial estimator plus one permutation's step (wrong with probability < 1e-5).
-    """
-    return 4.5 * math.sqrt(threshold * (1 - threshold) / num_perm) + 1.0 / num_perm
-
-
 def minhash_dedup(
     ds: Any,
     column: str = "text",
@@ -297,7 +287,7 @@ def minhash_dedup(
         [-1, 0]
     """
     ray = require_ray()
-    from ctxkit.dedup.minhash import DEFAULT_THRESHOLD, choose_bands
+    from ctxkit.dedup.minhash import DEFAULT_THRESHOLD, choose_bands, verify_margin
     from ctxkit.dedup.result import result_from_representatives
     from ctxkit.dedup.unionfind import connected_components, keep_priority, representatives
 
@@ -355,7 +345,7 @@ def minhash_dedup(
 
     cand_scores = estimate(cand)
     if verify == "exact":
-        unsure = np.abs(cand_scores - threshold) < _margin(threshold, num_perm)
+        unsure = np.abs(cand_scores - threshold) < verify_margin(threshold, num_perm)
         cand_scores[unsure] = exact(cand[unsure])
     ok = cand_scores >= threshold
     pairs, pair_scores = cand[ok], cand_scores[ok]
