@@ -93,3 +93,19 @@ def test_missing_file_and_bad_format(tmp_path):
     (tmp_path / "x.csv").write_text("a,b")
     with pytest.raises(RecordError, match="unknown format"):
         list(read_records(tmp_path / "x.csv"))
+
+
+def test_atomic_write_gives_normal_permissions(tmp_path):
+    import os
+    import stat
+
+    target = tmp_path / "out.json"
+    with atomic_write(target) as fh:
+        fh.write("{}")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~mask
+    target.chmod(0o640)  # an existing file keeps its mode
+    with atomic_write(target) as fh:
+        fh.write("[]")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
