@@ -78,7 +78,29 @@ OVERFLOW_POLICIES = ("error", "split", "truncate", "drop")
 _EMPTY = np.zeros(0, np.int64)
 
 
-class BinList(Sequence):
+class _Windows(Sequence):
+    """A read-only sequence of windows stored flat: window ``b`` spans ``offsets[b:b + 2]``."""
+
+    __slots__ = ()
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, b):
+        if isinstance(b, slice):
+            return [self[j] for j in range(*b.indices(len(self)))]
+        n = len(self)
+        if not -n <= b < n:
+            raise IndexError(f"window {b} out of range for {n} windows")
+        b %= n
+        return self._window(int(self.offsets[b]), int(self.offsets[b + 1]))
+
+    def _window(self, start: int, stop: int):
+        raise NotImplementedError
+
+
+class BinList(_Windows):
     """The windows of a plan as a read-only sequence of int64 index arrays.
 
     Stored flat (``flat`` holds every window's entries back to back, window ``b`` is
@@ -92,17 +114,8 @@ class BinList(Sequence):
     def __init__(self, flat: np.ndarray, offsets: np.ndarray):
         self.flat, self.offsets = flat, offsets
 
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __getitem__(self, b):
-        if isinstance(b, slice):
-            return [self[j] for j in range(*b.indices(len(self)))]
-        n = len(self)
-        if not -n <= b < n:
-            raise IndexError(f"window {b} out of range for {n} windows")
-        b %= n
-        return self.flat[self.offsets[b] : self.offsets[b + 1]]
+    def _window(self, start: int, stop: int) -> np.ndarray:
+        return self.flat[start:stop]
 
     def __iter__(self):
         flat, off = self.flat, self.offsets.tolist()
@@ -119,7 +132,7 @@ class BinList(Sequence):
         return f"BinList({len(self)} windows, {self.flat.size} entries)"
 
 
-class PieceList(Sequence):
+class PieceList(_Windows):
     """Per window, the ``(input index, start, stop)`` token ranges, stored flat like BinList."""
 
     __slots__ = ("offsets", "src", "start", "stop")
@@ -127,17 +140,7 @@ class PieceList(Sequence):
     def __init__(self, src: np.ndarray, start: np.ndarray, stop: np.ndarray, offsets: np.ndarray):
         self.src, self.start, self.stop, self.offsets = src, start, stop, offsets
 
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __getitem__(self, b):
-        if isinstance(b, slice):
-            return [self[j] for j in range(*b.indices(len(self)))]
-        n = len(self)
-        if not -n <= b < n:
-            raise IndexError(f"window {b} out of range for {n} windows")
-        b %= n
-        a, z = self.offsets[b], self.offsets[b + 1]
+    def _window(self, a: int, z: int) -> list[tuple[int, int, int]]:
         return list(zip(self.src[a:z].tolist(), self.start[a:z].tolist(), self.stop[a:z].tolist()))
 
     def tolist(self) -> list[list[tuple[int, int, int]]]:
