@@ -992,7 +992,8 @@ def eval_cmd(
     sections += ["embedding"] if embedding else []
     with progress_bar("evaluating", total=len(sections) + 1) as advance:
         def step(message: str) -> None:
-            console.print(f"[dim]{message}[/dim]") if not console.is_terminal else None
+            if not console.is_terminal:  # no bar to show: say what is happening instead
+                console.print(f"[dim]{message}[/dim]")
             advance(1)
 
         try:

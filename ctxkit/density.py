@@ -42,7 +42,7 @@ import numpy as np
 from ctxkit.scorers import Scorer, get_scorer
 from ctxkit.tokenize import Tokenizer, resolve_tokenizer
 
-__all__ = ["DensityReport", "TextDensity", "density", "near_duplicates"]
+__all__ = ["DensityReport", "TextDensity", "density", "near_duplicates", "text_densities"]
 
 
 @dataclass
@@ -214,13 +214,9 @@ def density(
         bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
         if bad:
             raise TypeError(f"text {bad[0]} is {type(texts[bad[0]]).__name__}, not str")
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
     tok = resolve_tokenizer(tokenizer)
-    ids = tok.encode_batch(texts) if texts else []
     sc = None if scorer is None else get_scorer(scorer)
-    bits = sc.information(texts) if sc is not None else [None] * len(texts)
-    per_text = [text_density(t, i, b, n) for t, i, b in zip(texts, ids, bits)]
+    per_text = text_densities(texts, tokenizer=tok, scorer=sc, n=n)
     dup = near_duplicates(texts, threshold) if len(texts) > 1 else [-1] * len(texts)
     tokens = [t.tokens for t in per_text]
     novelty = None
@@ -236,6 +232,29 @@ def density(
         clusters=_clusters(dup, tokens, top_clusters),
         novelty=novelty,
     )
+
+
+def text_densities(
+    texts: Sequence[str],
+    *,
+    tokenizer: str | Tokenizer = "cl100k_base",
+    scorer: str | Scorer | None = "idf",
+    n: int = 3,
+) -> list[TextDensity]:
+    """Per-text metrics only, without the corpus-level redundancy pass of :func:`density`.
+
+    Example:
+        >>> [d.tokens for d in text_densities(["a b c", "x"], scorer=None)]
+        [3, 1]
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    texts = list(texts)
+    tok = resolve_tokenizer(tokenizer)
+    ids = tok.encode_batch(texts) if texts else []
+    sc = None if scorer is None else get_scorer(scorer)
+    bits = sc.information(texts) if sc is not None else [None] * len(texts)
+    return [text_density(t, i, b, n) for t, i, b in zip(texts, ids, bits)]
 
 
 def _novelty(texts: list[str]) -> list[float]:

@@ -184,10 +184,11 @@ def density_section(
     texts: Sequence[str], tok: Any, keep_mask: np.ndarray, compress_sample: int, seed: int | None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Density distributions for all texts, the dedup survivors, and compressed texts."""
-    from ctxkit.density import density
+    from ctxkit.density import text_densities
     from ctxkit.prune import compress
 
-    per_text = density(texts, tokenizer=tok).texts
+    # per-text metrics only: the redundancy section has already done the dedup pass
+    per_text = text_densities(texts, tokenizer=tok)
 
     def column(rows: Sequence[Any], metric: str) -> np.ndarray:
         values = [getattr(r, metric) for r in rows]
@@ -207,7 +208,7 @@ def density_section(
         if chosen:
             results = [compress(texts[i], budget=max(1, per_text[i].tokens // 2), tokenizer=tok)
                        for i in chosen]
-            after = density([r.text for r in results], tokenizer=tok).texts
+            after = text_densities([r.text for r in results], tokenizer=tok)
             groups["sample, before compression"] = [per_text[i] for i in chosen]
             groups["sample, compressed to 1/2"] = after
             compressed = {
