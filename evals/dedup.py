@@ -793,7 +793,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     else:
         from ctxkit.dedup.semantic import default_encoder
 
-        encoder, res["encoder"] = default_encoder(), "all-MiniLM-L6-v2 (sentence-transformers, CPU)"
+        encoder = default_encoder("cpu")
+        res["encoder"] = "all-MiniLM-L6-v2 (ctxkit PackedEncoder, CPU)"
     res["semantic"] = bench_semantic(texts[: sizes["semantic"]], [0.9, 0.8], encoder)
     checkpoint()
     tool = sources.get("toolformer") or synthetic_texts(2000, rng)

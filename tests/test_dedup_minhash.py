@@ -19,6 +19,7 @@ from ctxkit.dedup.minhash import (
     exact_jaccard,
     from_datasketch,
     hash_values,
+    match_upper_bounds,
     minhash_dedup,
     pair_jaccard,
     permutations,
@@ -209,6 +210,32 @@ def test_band_keys_and_verification():
     assert pairs.tolist() == [[0, 1], [0, 2]] and scores.tolist() == [0.5, 0.5]
     with pytest.raises(ValueError, match="exceeds num_perm"):
         band_keys(sig, 3, 2)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    num_perm=st.sampled_from([1, 7, 8, 128, 300, 512]),
+    n=st.integers(2, 40),
+    spread=st.sampled_from([2, 300, 2**32 - 1]),
+    threshold=st.floats(0.05, 1.0),
+    seed=st.integers(0, 2**16),
+)
+def test_low_byte_bound_never_loses_a_pair(num_perm, n, spread, threshold, seed):
+    # The cheap first pass of verification compares low bytes only; it must bound the true
+    # count from above (so no pair at the threshold is dropped), and verify_pairs must equal
+    # the plain "estimate >= threshold" filter over all candidates.
+    rng = np.random.default_rng(seed)
+    sig = rng.integers(0, spread, (n, num_perm), dtype=np.uint64).astype(np.uint32)
+    pairs = np.array([(i, j) for i in range(n) for j in range(i + 1, n)], dtype=np.int64)
+    bound = match_upper_bounds(sig, pairs)
+    exact = np.round(estimate_jaccard(sig, pairs) * num_perm).astype(np.int64)
+    assert (bound >= exact).all()
+    low_equal = ((sig[pairs[:, 0]] & 0xFF) == (sig[pairs[:, 1]] & 0xFF)).sum(axis=1)
+    assert (bound == low_equal).all()
+    kept, scores = verify_pairs(sig, pairs, threshold)
+    est = estimate_jaccard(sig, pairs)
+    assert kept.tolist() == pairs[est >= threshold].tolist()
+    assert scores.tolist() == est[est >= threshold].tolist()
 
 
 def test_union_find_transitivity():
