@@ -49,7 +49,17 @@ short rows, which the two-level plan avoids. ``evals.embedding`` reports rows of
 
 Attention: SDPA with an additive block-diagonal mask (built once per forward, not per layer)
 was the fastest boundary-safe kernel on CPU: FlexAttention compiles for ~30 s and ran 0.81x;
-jagged (nested) tensors work but need a per-document loop inside attention. On a GPU with
+jagged (nested) tensors work but need a per-document loop inside attention. Two
+padding-free layouts that skip the masked blocks were also measured on the benchmark's texts
+(2026-11-30, 2 threads, alternating rounds): gathering each length bucket's tokens for one
+SDPA call per bucket, and a layout of length-sorted segments padded to multiples of 4 with
+attention on per-bucket views. Both ran within noise of the block mask (chat 1.34-1.39x vs
+1.37x, codealpaca 1.19-1.27x vs 1.24-1.26x, mix 1.28-1.31x vs 1.34-1.36x, each vs
+``encode(batch_size=32)``), because the linear layers dominate: in a profile of codealpaca,
+``addmm`` is 71% of the time (about 100 GFLOPS on two AVX2 cores) and SDPA 15%. So the block mask
+stays, and the gain over ``encode`` is bounded by its padding: ``1 / (1 - padding)``, 1.28x for
+codealpaca's 21.8% and 1.38x for the mix's 27.5%, plus what its longer attention rows cost.
+On a GPU with
 flash-attn installed, attention runs flash-attention's varlen kernel on padding-free tokens
 (``cu_seqlens``), so no masked block is computed at all; without flash-attn it uses SDPA with
 the block mask in half precision. Host batches are pinned and copied asynchronously, and the
