@@ -263,6 +263,11 @@ def _novelty(texts: list[str]) -> list[float]:
     if len(texts) == 1:
         return [1.0]
     vecs = embed(texts)
-    sims = vecs @ vecs.T
-    np.fill_diagonal(sims, -1.0)
-    return [float(v) for v in np.clip(1.0 - sims.max(axis=1), 0.0, 1.0)]
+    nearest = np.empty(len(vecs), dtype=np.float32)
+    block = 2048  # rows of the similarity matrix at a time: memory stays block * n floats
+    for s in range(0, len(vecs), block):
+        sims = vecs[s : s + block] @ vecs.T
+        rows = np.arange(len(sims))
+        sims[rows, s + rows] = -1.0  # not its own nearest neighbour
+        nearest[s : s + block] = sims.max(axis=1)
+    return [float(v) for v in np.clip(1.0 - nearest, 0.0, 1.0)]

@@ -98,3 +98,22 @@ def test_metrics_in_range(text):
     t = text_density(text, TOK.encode(text), None)
     assert 0 <= t.distinct_token_ratio <= 1 and 0 <= t.distinct_ngram_ratio <= 1
     assert t.entropy >= 0 and t.entropy <= math.log2(max(t.tokens, 1)) + 1e-9
+
+
+def test_novelty_in_blocks_equals_the_full_matrix(monkeypatch):
+    # More texts than one block of the similarity matrix: the blocked maximum must equal
+    # the maximum over the full n x n matrix with the diagonal excluded.
+    import ctxkit.scorers
+    from ctxkit.density import _novelty
+
+    rng = np.random.default_rng(0)
+    vecs = rng.normal(size=(2100, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    vecs[5] = vecs[2100 - 3]  # a duplicate across blocks: novelty 0 for both
+    monkeypatch.setattr(ctxkit.scorers, "embed", lambda texts: vecs[: len(texts)])
+    got = np.array(_novelty([str(i) for i in range(len(vecs))]))
+    sims = vecs @ vecs.T
+    np.fill_diagonal(sims, -1.0)
+    want = np.clip(1.0 - sims.max(axis=1), 0.0, 1.0)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    assert got[5] == pytest.approx(0.0, abs=1e-6) and got[2097] == pytest.approx(0.0, abs=1e-6)
