@@ -83,6 +83,13 @@ def _to_codepoints(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
+def _unicode_fold(text: str, norm: Normalization) -> str:
+    """NFKC and case folding of one non-ASCII text, as the options ask."""
+    if norm.nfkc:
+        text = unicodedata.normalize("NFKC", text)
+    return text.casefold() if norm.case else text
+
+
 def normalized_codepoints(
     texts: Sequence[str], norm: Normalization | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -102,15 +109,18 @@ def normalized_codepoints(
     if n == 0:
         return np.empty(0, dtype=np.uint32), offsets
     if n > 1:
-        joined = _SEP.join(texts)
+        folded = texts
+        if norm.nfkc or norm.case:
+            # ASCII text is already NFKC and lower() equals casefold() on it (and is faster);
+            # str.isascii() is a flag lookup, so only the other texts pay for Unicode rules.
+            folded = [
+                (t.lower() if norm.case else t) if t.isascii() else _unicode_fold(t, norm)
+                for t in texts
+            ]
+        joined = _SEP.join(folded)
         if joined.count(_SEP) != n - 1:
             # A text holds NUL itself, so boundaries cannot be found after joining: one by one.
             return _one_by_one(texts, norm)
-        if norm.nfkc:
-            joined = unicodedata.normalize("NFKC", joined)
-        if norm.case:
-            # lower() equals casefold() on ASCII and is faster.
-            joined = joined.lower() if joined.isascii() else joined.casefold()
         parts = joined.split(_SEP)
         if len(parts) != n:  # NFKC/casefold never create NUL; guard rather than misalign
             return _one_by_one(texts, norm)
