@@ -418,6 +418,20 @@ def smollm2_dir() -> Path:
     return target
 
 
+@functools.lru_cache(maxsize=2)
+def _load_causal_lm(model_dir: str, device: str):
+    """(model, tokenizer), loaded once per process: every ``LMScorer`` shares them (read-only
+    in inference)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, dtype=torch.float32, local_files_only=True
+    ).to(device).eval()
+    return model, tok
+
+
 class LMScorer(_Lexical):
     """Token surprisal ``-log2 p(token | prefix)`` under a small causal LM, summed per atom.
 
@@ -446,13 +460,7 @@ class LMScorer(_Lexical):
 
     def _load(self):
         if self._model is None:
-            import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-
-            self._tok = AutoTokenizer.from_pretrained(str(self.model_dir), local_files_only=True)
-            self._model = AutoModelForCausalLM.from_pretrained(
-                str(self.model_dir), dtype=torch.float32, local_files_only=True
-            ).to(self.device).eval()
+            self._model, self._tok = _load_causal_lm(str(self.model_dir), self.device)
         return self._model, self._tok
 
     def token_surprisal(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:

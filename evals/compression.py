@@ -14,9 +14,11 @@
    Code Alpaca outputs), question-aware ``compress`` at 4x; the share of cases where the gold
    chunk, and the answer string (GSM8K's final number), survive; vs random and first-k chunks.
 3. Achieved vs requested ratio, budget overshoot (must be 0) and latency per 1k input tokens
-   for each scorer.
+   for each scorer. The ``lm`` scorer (SmolLM2-135M surprisal, from the ``[lm]`` extra) is
+   about 100x slower than ``idf`` on a CPU, so it runs on the first ``--lm-cases`` histories
+   and cases only; its rows say so.
 
-Run: ``python -m evals.compression [--quick] [--out DIR] [--scorers idf,embedding]``.
+Run: ``python -m evals.compression [--quick] [--out DIR] [--scorers idf,embedding,lm]``.
 Data: ``../shared/data`` from the repo root, or ``$CTXKIT_DATA``; generated turns without it.
 Writes ``compression.json``, ``compression.md`` and ``compression.png`` into ``--out``.
 """
@@ -221,8 +223,11 @@ BASELINES = {"keep-recent": keep_recent, "random drop": random_drop, "head trunc
 
 
 def needle_eval(pool, n_histories: int, scorers: list[str], seed: int = 0,
-                paraphrase: bool = False) -> dict[str, Any]:
-    """Needle retention; ``paraphrase`` asks the final question in other words."""
+                paraphrase: bool = False, limits: dict[str, int] | None = None
+                ) -> dict[str, Any]:
+    """Needle retention; ``paraphrase`` asks the final question in other words. A scorer in
+    ``limits`` runs on that many histories only (the first ones)."""
+    limits = limits or {}
     tok = get_tokenizer("cl100k_base")
     rng = random.Random(seed)
     histories = []
@@ -233,12 +238,15 @@ def needle_eval(pool, n_histories: int, scorers: list[str], seed: int = 0,
         histories.append((msgs, answer, pos))
     methods = [f"ctxkit ({s})" for s in scorers] + list(BASELINES)
     hits = {m: {r: 0 for r in RATIOS} for m in methods}
+    cases = dict.fromkeys(methods, 0)
     achieved = {m: {r: [] for r in RATIOS} for m in methods}
     overshoot = {m: 0 for m in methods}
     latency = {s: [] for s in scorers}
     sizes = []
     for s in scorers:  # load models before timing anything
-        get_scorer(s).relevance(["warm up"], "warm")
+        warm = get_scorer(s)
+        warm.relevance(["warm up"], "warm")
+        warm.information(["warm up"])  # the lm scorer loads its model here
     for h, (msgs, answer, _) in enumerate(histories):
         print(f"needle{' (paraphrased)' if paraphrase else ''}: history {h + 1}/"
               f"{len(histories)}", file=sys.stderr, flush=True)
@@ -246,7 +254,9 @@ def needle_eval(pool, n_histories: int, scorers: list[str], seed: int = 0,
         costs = _costs(msgs, tok)
         sizes.append(original)
         # a fresh scorer per history: embeddings cached across its ratios, not across histories
-        fresh = {s: get_scorer(s) for s in scorers}
+        fresh = {s: get_scorer(s) for s in scorers if h < limits.get(s, len(histories))}
+        for m in [f"ctxkit ({s})" for s in fresh] + list(BASELINES):
+            cases[m] += 1
         for ratio in RATIOS:
             budget = int(original * ratio)
             for s, scorer in fresh.items():
@@ -264,9 +274,11 @@ def needle_eval(pool, n_histories: int, scorers: list[str], seed: int = 0,
     n = len(histories)
     return {
         "n_histories": n,
+        "cases": cases,
         "history_tokens": {"mean": float(np.mean(sizes)), "min": int(min(sizes)),
                            "max": int(max(sizes))},
-        "retention": {m: {_rname(r): hits[m][r] / n for r in RATIOS} for m in methods},
+        "retention": {m: {_rname(r): hits[m][r] / max(1, cases[m]) for r in RATIOS}
+                      for m in methods},
         "achieved_ratio": {m: {_rname(r): float(np.mean(achieved[m][r])) for r in RATIOS}
                            for m in methods},
         "overshoot_tokens": overshoot,
@@ -314,8 +326,9 @@ def load_items(root: Path | None, source: str, n: int, rng: random.Random
     return out
 
 
-def evidence_eval(root: Path | None, n_cases: int, n_chunks: int, scorers: list[str], seed: int = 0
-                  ) -> dict[str, Any]:
+def evidence_eval(root: Path | None, n_cases: int, n_chunks: int, scorers: list[str], seed: int = 0,
+                  limits: dict[str, int] | None = None) -> dict[str, Any]:
+    limits = limits or {}
     tok = get_tokenizer("cl100k_base")
     out: dict[str, Any] = {}
     for source in ("gsm8k", "codealpaca"):
@@ -323,10 +336,13 @@ def evidence_eval(root: Path | None, n_cases: int, n_chunks: int, scorers: list[
         items = load_items(root, source, n_cases * n_chunks, rng)
         methods = [f"ctxkit ({s})" for s in scorers] + ["random chunks", "first chunks"]
         gold = dict.fromkeys(methods, 0)
+        cases = dict.fromkeys(methods, 0)
         ans = dict.fromkeys(methods, 0)
         over = dict.fromkeys(methods, 0)
         ratio = []
         latency = {s: [] for s in scorers}
+        for s in scorers:  # load models before timing anything
+            get_scorer(s).information(["warm up"])
         for c in range(n_cases):
             group = items[c * n_chunks:(c + 1) * n_chunks]
             target = rng.randrange(n_chunks)
@@ -337,6 +353,8 @@ def evidence_eval(root: Path | None, n_cases: int, n_chunks: int, scorers: list[
             budget = original // 4
             results = {}
             for s in scorers:
+                if c >= limits.get(s, n_cases):
+                    continue
                 t0 = time.perf_counter()
                 res = compress(chunks, budget, query=query, tokenizer=tok, scorer=s,
                                granularity="chunk")
@@ -348,6 +366,7 @@ def evidence_eval(root: Path | None, n_cases: int, n_chunks: int, scorers: list[
             results["random chunks"] = _fill_chunks([chunks[i] for i in order], budget, tok)
             results["first chunks"] = _fill_chunks(chunks, budget, tok)
             for m, text in results.items():
+                cases[m] += 1
                 over[m] = max(over[m], tok.count(text) - budget, 0)
                 gold[m] += gold_text in text
                 # the final line of the gold solution, not the same number elsewhere
@@ -355,8 +374,9 @@ def evidence_eval(root: Path | None, n_cases: int, n_chunks: int, scorers: list[
                     rf"Answer:\s*{re.escape(answer)}\b", text) is not None
         out[source] = {
             "n_cases": n_cases, "chunks_per_case": n_chunks, "requested_ratio": 0.25,
-            "gold_retention": {m: v / n_cases for m, v in gold.items()},
-            "answer_retention": ({m: v / n_cases for m, v in ans.items()}
+            "cases": cases,
+            "gold_retention": {m: v / max(1, cases[m]) for m, v in gold.items()},
+            "answer_retention": ({m: v / max(1, cases[m]) for m, v in ans.items()}
                                  if source != "codealpaca" else None),
             "achieved_ratio": float(np.mean(ratio)) if ratio else None,
             "overshoot_tokens": over,
@@ -377,6 +397,14 @@ def _fill_chunks(chunks: list[str], budget: int, tok) -> str:
 # report
 
 
+def _label(method: str, section: dict[str, Any]) -> str:
+    """The method's name, saying so when it ran on fewer cases than the others (lm)."""
+    cases = section.get("cases", {})
+    most = max(cases.values(), default=0)
+    n = cases.get(method, most)
+    return f"{method}, first {n} of {most}" if n < most else method
+
+
 def markdown(report: dict[str, Any]) -> str:
     needle = report["needle"]
     lines = [f"# Compression benchmark{' (quick)' if report['quick'] else ''}", "",
@@ -388,7 +416,8 @@ def markdown(report: dict[str, Any]) -> str:
              + " | achieved ratio @ 1/4 | overshoot (tokens) |",
              "|---|" + "---:|" * (len(RATIOS) + 2)]
     for m, row in needle["retention"].items():
-        lines.append(f"| {m} | " + " | ".join(f"{row[_rname(r)]:.0%}" for r in RATIOS)
+        lines.append(f"| {_label(m, needle)} | "
+                     + " | ".join(f"{row[_rname(r)]:.0%}" for r in RATIOS)
                      + f" | {needle['achieved_ratio'][m]['1/4']:.3f} | "
                      f"{needle['overshoot_tokens'][m]} |")
     para = report["needle_paraphrased"]
@@ -398,7 +427,7 @@ def markdown(report: dict[str, Any]) -> str:
               + " | overshoot (tokens) |",
               "|---|" + "---:|" * (len(RATIOS) + 1)]
     for m, row in para["retention"].items():
-        lines.append(f"| {m} | " + " | ".join(f"{row[_rname(r)]:.0%}" for r in RATIOS)
+        lines.append(f"| {_label(m, para)} | " + " | ".join(f"{row[_rname(r)]:.0%}" for r in RATIOS)
                      + f" | {para['overshoot_tokens'][m]} |")
     lines += ["", "Evidence retention: gold chunk among distractors, question-aware, 4x "
               "(budget = 1/4 of the chunks' tokens).", "",
@@ -407,7 +436,7 @@ def markdown(report: dict[str, Any]) -> str:
     for source, res in report["evidence"].items():
         for m, v in res["gold_retention"].items():
             a = res["answer_retention"]
-            lines.append(f"| {source} | {m} | {v:.0%} | "
+            lines.append(f"| {source} | {_label(m, res)} | {v:.0%} | "
                          f"{'-' if a is None else format(a[m], '.0%')} | "
                          f"{res['overshoot_tokens'][m]} |")
     lines += ["", "Latency (median ms per 1k input tokens):", "",
@@ -475,8 +504,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--histories", type=int, default=None, help="chat histories (needle)")
     ap.add_argument("--cases", type=int, default=None, help="evidence cases per data set")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lm-cases", type=int, default=10,
+                    help="histories and cases per data set for the lm scorer (about 100x "
+                         "slower than idf on CPU), the first ones")
     args = ap.parse_args(argv)
     scorers = [s for s in args.scorers.split(",") if s]
+    limits = {"lm": args.lm_cases}
     if args.quick:
         scorers = scorers[:1]
     root = data_dir()
@@ -491,11 +524,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "command": "python -m evals.compression" + (" --quick" if args.quick else "")
         + (f" --scorers {args.scorers}" if args.scorers != "idf,embedding" else "")
         + (f" --histories {args.histories}" if args.histories else "")
-        + (f" --cases {args.cases}" if args.cases else ""),
-        "needle": needle_eval(pool, n_hist, scorers, args.seed),
-        "needle_paraphrased": needle_eval(pool, n_hist, scorers, args.seed, paraphrase=True),
+        + (f" --cases {args.cases}" if args.cases else "")
+        + (f" --lm-cases {args.lm_cases}" if args.lm_cases != 10 else ""),
+        "needle": needle_eval(pool, n_hist, scorers, args.seed, limits=limits),
+        "needle_paraphrased": needle_eval(pool, n_hist, scorers, args.seed, paraphrase=True,
+                                          limits=limits),
         "evidence": evidence_eval(root, args.cases or (2 if args.quick else 40), 12, scorers,
-                                  args.seed),
+                                  args.seed, limits=limits),
     }
     report["seconds"] = round(time.time() - t0, 1)
     out = write_results(args.out, "compression", report, markdown(report))
