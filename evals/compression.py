@@ -463,7 +463,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         for m, row in needle["retention"].items():
             style = "-" if m.startswith("ctxkit") else "--"
             axis.plot(xs, [100 * row[_rname(r)] for r in xs], style, marker=next(markers),
-                      label=m, alpha=0.9)
+                      label=_label(m, needle), alpha=0.9)
         axis.set_xscale("log", base=2)
         axis.set_xticks(xs, [_rname(r) for r in xs])
         axis.set_ylim(-3, 103)  # equal curves overlap: the later one is drawn on top
@@ -481,7 +481,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
     width = 0.8 / len(names)
     for k, name in enumerate(names):
         vals = [100 * g[1][name] for g in groups]
-        bars = ax2.bar([i + k * width for i in range(len(groups))], vals, width, label=name)
+        bars = ax2.bar([i + k * width for i in range(len(groups))], vals, width,
+                       label=_label(name, ev["gsm8k"]))
         ax2.bar_label(bars, fmt="%.0f", fontsize=7)
     ax2.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(groups))],
                    [g[0] for g in groups], fontsize=8)
