@@ -272,7 +272,7 @@ LABELS = {
     "st_bs128": "ST encode(batch_size=128)",
     "ours_st_layout": "ours, ST's layout (char-sorted, 32/batch, padded)",
     "ours_token_sorted": "+ token-length ordering",
-    "ours_token_budget": "+ token-sized batches (fuller matmuls)",
+    "ours_token_budget": "+ token-sized batches (padded)",
     "packed_rows_max": "+ packed rows of max_seq_length (no padding)",
     "packed": "PackedEncoder default (row length by cost model)",
 }
