@@ -29,11 +29,9 @@ one, all running our forward:
 - **token-length ordering**: sentence-transformers sorts texts by *characters*, so its
   batches mix token lengths and pad to the longest; sorting by tokens pads less;
 - **token-sized forwards**: ``batch_tokens`` slots per forward (4096 by default on CPU)
-  instead of a fixed number of texts. On its own, with padded batches, this is no gain on
-  CPU (with 8192 slots the benchmark's "token-sized batches" row ran 0.87-0.94x the row
-  before it): the GEMMs of 32 texts are already large enough, and bigger forwards push
-  activations out of cache (8192 slots ran about 3% slower than 2048-4096 with packed
-  rows). It is what lets a forward take whole packed rows;
+  instead of 32 texts: short texts no longer run small GEMMs (chat 1.13x -> 1.31x in the
+  benchmark, padded). Bigger is not better on a CPU: with 8192 slots the same row fell to
+  0.87-0.94x of the row before it, as activations leave the cache;
 - **no padding**: packed rows are 96-99% real tokens vs 55-85% in ``encode``'s batches;
 - **no cross-segment attention**: the block-diagonal mask makes packing exact. It is not
   free: SDPA still spends ``C**2`` per row of ``C`` slots, about ``C / (6 * hidden)`` of the
@@ -60,9 +58,9 @@ SDPA call per bucket, and a layout of length-sorted segments padded to multiples
 attention on per-bucket views. Both ran within noise of the block mask (chat 1.34-1.39x vs
 1.37x, codealpaca 1.19-1.27x vs 1.24-1.26x, mix 1.28-1.31x vs 1.34-1.36x, each vs
 ``encode(batch_size=32)``), because the linear layers dominate: in a profile of codealpaca,
-``addmm`` is 71% of the time (about 100 GFLOPS on two AVX2 cores) and SDPA 15%. So the block mask
-stays, and the gain over ``encode`` is bounded by its padding: ``1 / (1 - padding)``, 1.28x for
-codealpaca's 21.8% and 1.38x for the mix's 27.5%, plus what its longer attention rows cost.
+``addmm`` is 71% of the time (about 100 GFLOPS on two AVX2 cores) and SDPA 15%. So the block
+mask stays. For the same reason the gain over ``encode`` follows the padding it removes
+(21.8% of codealpaca's slots, 34.6% of chat's) plus larger forwards for short texts.
 On a GPU with
 flash-attn installed, attention runs flash-attention's varlen kernel on padding-free tokens
 (``cu_seqlens``), so no masked block is computed at all; without flash-attn it uses SDPA with
@@ -219,7 +217,7 @@ class PackedEncoder:
         self.device = self.backbone.device
         self.dtype = self.backbone.dtype
         on_gpu = self.device.type == "cuda"
-        # CPU: 2048-4096 slots measured alike, 8192 about 3% slower (activations leave cache)
+        # CPU: 2048-4096 slots measured alike; 8192 was slower (activations leave the cache)
         self.max_tokens_per_batch = max_tokens_per_batch or (65536 if on_gpu else 4096)
         self.row_length = row_length
         self._flash = flash_varlen_fn() if on_gpu else None
