@@ -492,8 +492,11 @@ class LMScorer(_Lexical):
             with torch.no_grad():
                 logits = model(input_ids=ids.to(self.device),
                                attention_mask=mask.to(self.device)).logits.float()
-            logp = torch.log_softmax(logits[:, :-1], dim=-1)
-            gold = logp.gather(2, ids[:, 1:, None].to(self.device))[..., 0].cpu().numpy()
+            # log p(gold) = logit(gold) - logsumexp(logits): no [batch, len, vocab] log-softmax
+            # tensor is written (the vocabulary is 49k wide)
+            logits = logits[:, :-1]
+            gold = (logits.gather(2, ids[:, 1:, None].to(self.device))[..., 0]
+                    - torch.logsumexp(logits, dim=-1)).cpu().numpy()
             for r, (t, start, skip, row) in enumerate(batch):
                 # gold[k] is log p(row[k + 1] | row[:k + 1]); row[0] is BOS
                 scored = -gold[r, skip:len(row) - 1] / math.log(2)
