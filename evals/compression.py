@@ -15,7 +15,7 @@
    chunk, and the answer string (GSM8K's final number), survive; vs random and first-k chunks.
 3. Achieved vs requested ratio, budget overshoot (must be 0) and latency per 1k input tokens
    for each scorer. The ``lm`` scorer (SmolLM2-135M surprisal, from the ``[lm]`` extra) is
-   about 100x slower than ``idf`` on a CPU, so it runs on the first ``--lm-cases`` histories
+   400-1,600x slower than ``idf`` on a CPU, so it runs on the first ``--lm-cases`` histories
    and cases only; its rows say so.
 
 Run: ``python -m evals.compression [--quick] [--out DIR] [--scorers idf,embedding,lm]``.
@@ -519,7 +519,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--cases", type=int, default=None, help="evidence cases per data set")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lm-cases", type=int, default=10,
-                    help="histories and cases per data set for the lm scorer (about 100x "
+                    help="histories and cases per data set for the lm scorer (400-1,600x "
                          "slower than idf on CPU), the first ones")
     args = ap.parse_args(argv)
     default_scorers = "idf,embedding" + (",lm" if _lm_installed() else "")
