@@ -222,6 +222,14 @@ BASELINES = {"keep-recent": keep_recent, "random drop": random_drop, "head trunc
              head_truncation}
 
 
+def _warm_up(scorers: list[str]) -> None:
+    """Load every scorer's models before anything is timed (models are cached per process)."""
+    for s in scorers:
+        warm = get_scorer(s)
+        warm.relevance(["warm up"], "warm")
+        warm.information(["warm up"])  # the lm scorer loads its model here
+
+
 def needle_eval(pool, n_histories: int, scorers: list[str], seed: int = 0,
                 paraphrase: bool = False, limits: dict[str, int] | None = None
                 ) -> dict[str, Any]:
@@ -243,10 +251,7 @@ def needle_eval(pool, n_histories: int, scorers: list[str], seed: int = 0,
     overshoot = {m: 0 for m in methods}
     latency = {s: [] for s in scorers}
     sizes = []
-    for s in scorers:  # load models before timing anything
-        warm = get_scorer(s)
-        warm.relevance(["warm up"], "warm")
-        warm.information(["warm up"])  # the lm scorer loads its model here
+    _warm_up(scorers)
     for h, (msgs, answer, _) in enumerate(histories):
         print(f"needle{' (paraphrased)' if paraphrase else ''}: history {h + 1}/"
               f"{len(histories)}", file=sys.stderr, flush=True)
@@ -330,6 +335,7 @@ def evidence_eval(root: Path | None, n_cases: int, n_chunks: int, scorers: list[
                   limits: dict[str, int] | None = None) -> dict[str, Any]:
     limits = limits or {}
     tok = get_tokenizer("cl100k_base")
+    _warm_up(scorers)
     out: dict[str, Any] = {}
     for source in ("gsm8k", "codealpaca"):
         rng = random.Random(seed)
@@ -341,8 +347,6 @@ def evidence_eval(root: Path | None, n_cases: int, n_chunks: int, scorers: list[
         over = dict.fromkeys(methods, 0)
         ratio = []
         latency = {s: [] for s in scorers}
-        for s in scorers:  # load models before timing anything
-            get_scorer(s).information(["warm up"])
         for c in range(n_cases):
             group = items[c * n_chunks:(c + 1) * n_chunks]
             target = rng.randrange(n_chunks)

@@ -607,16 +607,15 @@ def exact_pair_jaccard(
     of pairs in a distributed run).
     """
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    options = {"ngram": ngram, "unit": unit, "normalization": normalization,
-               "hashfunc": hashfunc, "scheme": scheme}
-    return _ExactJaccard(texts, pairs.ravel(), options)(pairs)
+    return _ExactJaccard(texts, pairs.ravel(), ngram=ngram, unit=unit,
+                         normalization=normalization, hashfunc=hashfunc, scheme=scheme)(pairs)
 
 
 class _ExactJaccard:
     """Exact pair Jaccard over a fixed set of texts, each hashed once however many calls ask."""
 
-    def __init__(self, texts: Sequence[str] | dict[int, str], ids: np.ndarray,
-                 options: dict[str, Any]):
+    def __init__(self, texts: Sequence[str] | dict[int, str], ids: np.ndarray, **options: Any):
+        """``options`` are :func:`hash_values`' shingling options."""
         self.ids = _unique(np.asarray(ids, dtype=np.int64))
         values, offsets = hash_values([texts[int(i)] for i in self.ids], **options)
         self.sets = shingle_sets(values, offsets)
@@ -627,18 +626,21 @@ class _ExactJaccard:
 
 def _verify_exact(
     sig: np.ndarray, pairs: np.ndarray, threshold: float,
-    texts: Sequence[str] | dict[int, str], options: dict[str, Any],
-) -> tuple[np.ndarray, np.ndarray, _ExactJaccard]:
-    """:func:`verify_pairs_exact`, also returning the exact scorer over every text involved in
-    a pair that survived the estimate (the members of the clusters)."""
+    texts: Sequence[str] | dict[int, str], options: dict[str, Any], keep_scorer: bool = False,
+) -> tuple[np.ndarray, np.ndarray, _ExactJaccard | None]:
+    """:func:`verify_pairs_exact`; with ``keep_scorer`` it also returns the exact scorer, built
+    over every text of a pair that survived the estimate (all future cluster members), so
+    the caller's later exact similarities hash nothing again."""
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     margin = verify_margin(threshold, sig.shape[1])
     # estimates at or below threshold - margin are rejected without a second look
     at, scores = _estimates_at_least(sig, pairs, threshold - margin, strict=True)
     pairs = pairs[at]
-    exact = _ExactJaccard(texts, pairs.ravel(), options)
     unsure = np.abs(scores - threshold) < margin
-    if unsure.any():
+    exact = None
+    if keep_scorer or unsure.any():
+        exact = _ExactJaccard(texts, (pairs if keep_scorer else pairs[unsure]).ravel(),
+                              **options)
         scores[unsure] = exact(pairs[unsure])
     ok = scores >= threshold
     return pairs[ok], scores[ok], exact
@@ -657,12 +659,7 @@ def verify_pairs_exact(
     recomputed exactly (most candidates are far from it); the others keep their estimate.
     ``options`` are the shingling options of :func:`exact_pair_jaccard`.
     """
-    defaults = {"ngram": 5, "unit": "char", "normalization": None, "hashfunc": "fast",
-                "scheme": "affine32"}
-    unknown = set(options) - set(defaults)
-    if unknown:
-        raise TypeError(f"unknown shingling options: {sorted(unknown)}")
-    pairs, scores, _ = _verify_exact(sig, pairs, threshold, texts, {**defaults, **options})
+    pairs, scores, _ = _verify_exact(sig, pairs, threshold, texts, options)
     return pairs, scores
 
 
@@ -774,10 +771,10 @@ def minhash_dedup(
         pairs, pair_scores = verify_pairs(sig, cand, threshold)
         similarity_of = functools.partial(estimate_jaccard, sig)
     elif verify == "exact":
-        # the texts hashed for the unsure pairs include every cluster member, so the
-        # similarity of each removed text to its representative reuses them
-        pairs, pair_scores, similarity_of = _verify_exact(sig, cand, threshold, texts, options)
-
+        # the scorer has hashed every cluster member, so the similarity of each removed text
+        # to its representative hashes nothing again
+        pairs, pair_scores, similarity_of = _verify_exact(sig, cand, threshold, texts, options,
+                                                          keep_scorer=True)
     else:
         raise ValueError(f"verify must be 'exact' or 'estimate', got {verify!r}")
     labels = connected_components(len(texts), pairs)

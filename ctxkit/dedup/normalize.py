@@ -83,8 +83,14 @@ def _to_codepoints(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
-def _unicode_fold(text: str, norm: Normalization) -> str:
-    """NFKC and case folding of one non-ASCII text, as the options ask."""
+def _fold(text: str, norm: Normalization) -> str:
+    """NFKC and case folding of one text, as the options ask.
+
+    ASCII text is already NFKC and ``lower()`` equals ``casefold()`` on it (and is faster);
+    ``str.isascii()`` is a flag lookup, so only other texts pay for the Unicode rules.
+    """
+    if text.isascii():
+        return text.lower() if norm.case else text
     if norm.nfkc:
         text = unicodedata.normalize("NFKC", text)
     return text.casefold() if norm.case else text
@@ -109,15 +115,7 @@ def normalized_codepoints(
     if n == 0:
         return np.empty(0, dtype=np.uint32), offsets
     if n > 1:
-        folded = texts
-        if norm.nfkc or norm.case:
-            # ASCII text is already NFKC and lower() equals casefold() on it (and is faster);
-            # str.isascii() is a flag lookup, so only the other texts pay for Unicode rules.
-            folded = [
-                (t.lower() if norm.case else t) if t.isascii() else _unicode_fold(t, norm)
-                for t in texts
-            ]
-        joined = _SEP.join(folded)
+        joined = _SEP.join([_fold(t, norm) for t in texts])
         if joined.count(_SEP) != n - 1:
             # A text holds NUL itself, so boundaries cannot be found after joining: one by one.
             return _one_by_one(texts, norm)
@@ -125,10 +123,7 @@ def normalized_codepoints(
         if len(parts) != n:  # NFKC/casefold never create NUL; guard rather than misalign
             return _one_by_one(texts, norm)
     else:
-        text = texts[0]
-        if norm.nfkc:
-            text = unicodedata.normalize("NFKC", text)
-        parts = [text.casefold() if norm.case else text]
+        parts = [_fold(texts[0], norm)]
     fold_only = norm.whitespace and not norm.punctuation
     if fold_only:
         # Stripped texts cannot start or end with whitespace, so folding below only has to

@@ -53,24 +53,13 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str]) -> Any: ...
 
 
-class _PackedDefault:
-    """The bundled all-MiniLM-L6-v2 through :class:`ctxkit.PackedEncoder`: packed passes,
-    equal to ``SentenceTransformer.encode`` (cosine >= 0.9999) and faster, loaded once."""
-
-    def __init__(self, device: str = "auto") -> None:
-        from ctxkit.embed import PackedEncoder
-
-        self.model = PackedEncoder(device=device)
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        return self.model.encode(list(texts), normalize=True)
-
-
 @functools.lru_cache(maxsize=2)
 def default_encoder(device: str = "auto") -> Encoder:
-    """The bundled all-MiniLM-L6-v2 (``ctxkit.PackedEncoder``; CUDA when present), cached per
-    device."""
-    return _PackedDefault(device=device)
+    """The bundled all-MiniLM-L6-v2 as a :class:`ctxkit.PackedEncoder` (packed passes, equal
+    to ``SentenceTransformer.encode``; CUDA when present), cached per device."""
+    from ctxkit.embed import PackedEncoder
+
+    return PackedEncoder(device=device)
 
 
 def embed(texts: Sequence[str], encoder: Encoder | None = None) -> np.ndarray:
