@@ -30,8 +30,11 @@ one, all running our forward:
   batches mix token lengths and pad to the longest; sorting by tokens pads less;
 - **token-sized forwards**: ``batch_tokens`` slots per forward (4096 by default on CPU)
   instead of 32 texts: short texts no longer run small GEMMs (chat 1.13x -> 1.31x in the
-  benchmark, padded). Bigger is not better on a CPU: with 8192 slots the same row fell to
-  0.87-0.94x of the row before it, as activations leave the cache;
+  benchmark, padded). Bigger is not better on a CPU: with 8192 slots (the default before
+  commit 800ee55; ``--batch-tokens 8192`` reruns it) the same row ran 0.87-0.94x the row
+  before it
+  and ``PackedEncoder`` 1.46x / 1.18x / 1.28x on chat / codealpaca / mix, against 1.53x /
+  1.23x / 1.36x with 4096; activations of larger forwards leave the cache;
 - **no padding**: packed rows are 96-99% real tokens vs 55-85% in ``encode``'s batches;
 - **no cross-segment attention**: the block-diagonal mask makes packing exact. It is not
   free: SDPA still spends ``C**2`` per row of ``C`` slots, about ``C / (6 * hidden)`` of the
@@ -52,15 +55,13 @@ short rows, which the two-level plan avoids. ``evals.embedding`` reports rows of
 Attention: SDPA with an additive block-diagonal mask (built once per forward, not per layer)
 was the fastest boundary-safe kernel on CPU: FlexAttention compiles for ~30 s and ran 0.81x;
 jagged (nested) tensors work but need a per-document loop inside attention. Two
-padding-free layouts that skip the masked blocks were also measured on the benchmark's texts
-(2026-11-30, 2 threads, alternating rounds): gathering each length bucket's tokens for one
-SDPA call per bucket, and a layout of length-sorted segments padded to multiples of 4 with
-attention on per-bucket views. Both ran within noise of the block mask (chat 1.34-1.39x vs
-1.37x, codealpaca 1.19-1.27x vs 1.24-1.26x, mix 1.28-1.31x vs 1.34-1.36x, each vs
-``encode(batch_size=32)``), because the linear layers dominate: in a profile of codealpaca,
-``addmm`` is 71% of the time (about 100 GFLOPS on two AVX2 cores) and SDPA 15%. So the block
-mask stays. For the same reason the gain over ``encode`` follows the padding it removes
-(21.8% of codealpaca's slots, 34.6% of chat's) plus larger forwards for short texts.
+padding-free layouts that skip the masked blocks were prototyped and timed against the block
+mask on the benchmark's texts (a gather per length bucket, one SDPA call each; and
+length-sorted segments padded to multiples of 4, attention on per-bucket views). Both were
+exact and neither was faster, so they were not kept: in a profile of the forward the linear
+layers (``addmm``) take most of the time and SDPA a small share. For the same reason the gain
+over ``encode`` follows the padding it removes (21.8% of codealpaca's slots, 34.6% of chat's
+in ``encode``'s batches) plus larger forwards for short texts.
 On a GPU with
 flash-attn installed, attention runs flash-attention's varlen kernel on padding-free tokens
 (``cu_seqlens``), so no masked block is computed at all; without flash-attn it uses SDPA with
@@ -217,7 +218,7 @@ class PackedEncoder:
         self.device = self.backbone.device
         self.dtype = self.backbone.dtype
         on_gpu = self.device.type == "cuda"
-        # CPU: 2048-4096 slots measured alike; 8192 was slower (activations leave the cache)
+        # CPU: 8192 slots ran slower than 4096 (module docstring, "token-sized forwards")
         self.max_tokens_per_batch = max_tokens_per_batch or (65536 if on_gpu else 4096)
         self.row_length = row_length
         self._flash = flash_varlen_fn() if on_gpu else None

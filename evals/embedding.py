@@ -185,6 +185,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeats", type=int, default=3, help="alternating timing rounds")
     ap.add_argument("--threads", type=int, default=2, help="torch threads, both sides")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--batch-tokens", type=int, default=None,
+                    help="token slots per packed forward (default: PackedEncoder's)")
     ap.add_argument("--no-decompose", action="store_true", help="skip the decomposition runs")
     ap.add_argument("--out", type=Path, default=Path("evals/results"))
     args = ap.parse_args(argv)
@@ -200,7 +202,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.set_num_threads(args.threads)
     model = SentenceTransformer(str(minilm_path()), device=args.device)
-    enc = PackedEncoder(device=args.device)
+    enc = PackedEncoder(device=args.device, max_tokens_per_batch=args.batch_tokens)
     sets, source = load_sets(max(args.n, args.fidelity_n // 2))
 
     # Fidelity: every vector against encode(batch_size=32), fp32.
@@ -226,6 +228,7 @@ def main(argv: list[str] | None = None) -> dict:
             "ours_token_sorted": layout_runner(enc, "token_sorted"),
             "ours_token_budget": layout_runner(enc, "token_budget"),
             "packed_rows_max": PackedEncoder(device=args.device,
+                                             max_tokens_per_batch=args.batch_tokens,
                                              row_length=enc.max_seq_length).encode,
         })
     results = {}
