@@ -18,36 +18,36 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS = {
-    "get_tokenizer": "ctxkit.tokenize",
-    "Tokenizer": "ctxkit.tokenize",
-    "read_records": "ctxkit.records",
-    "Record": "ctxkit.records",
-    "RecordError": "ctxkit.records",
-    "pack_lengths": "ctxkit.pack.plan",
-    "PackPlan": "ctxkit.pack.plan",
-    "OnlinePacker": "ctxkit.pack.online",
-    "pack_stream": "ctxkit.pack.online",
-    "length_grouped_batches": "ctxkit.pack.batching",
-    "pack": "ctxkit.pack.collate",
-    "PackedBatch": "ctxkit.pack.collate",
-    "PackedCollator": "ctxkit.pack.collate",
-    "pack_dataset": "ctxkit.pack.hf",
-    "dedup": "ctxkit.dedup",
-    "DedupResult": "ctxkit.dedup",
-    "dedup_messages": "ctxkit.dedup",
-    "get_scorer": "ctxkit.scorers",
-    "Scorer": "ctxkit.scorers",
-    "count_chat_tokens": "ctxkit.chat",
-    "LengthBatches": "ctxkit.pack.batching",
-    "density": "ctxkit.density",
-    "DensityReport": "ctxkit.density",
-    "compress": "ctxkit.prune",
-    "CompressResult": "ctxkit.prune",
-    "compress_chat": "ctxkit.chat",
-    "ChatCompression": "ctxkit.chat",
-    "PackedEncoder": "ctxkit.embed",
-    "evaluate": "ctxkit.evaluate",
-    "EvalReport": "ctxkit.evaluate",
+    "get_tokenizer": "ctxkit.io.tokenizers",
+    "Tokenizer": "ctxkit.io.tokenizers",
+    "read_records": "ctxkit.io.records",
+    "Record": "ctxkit.io.records",
+    "RecordError": "ctxkit.io.records",
+    "pack_lengths": "ctxkit.packing.plan",
+    "PackPlan": "ctxkit.packing.plan",
+    "OnlinePacker": "ctxkit.packing.online",
+    "pack_stream": "ctxkit.packing.online",
+    "length_grouped_batches": "ctxkit.packing.batching",
+    "pack": "ctxkit.packing.collate",
+    "PackedBatch": "ctxkit.packing.collate",
+    "PackedCollator": "ctxkit.packing.collate",
+    "pack_dataset": "ctxkit.packing.hf",
+    "dedup": "ctxkit.deduplication.pipeline",
+    "DedupResult": "ctxkit.deduplication.result",
+    "dedup_messages": "ctxkit.deduplication.messages",
+    "get_scorer": "ctxkit.compression.scorers",
+    "Scorer": "ctxkit.compression.scorers",
+    "count_chat_tokens": "ctxkit.compression.chat",
+    "LengthBatches": "ctxkit.packing.batching",
+    "density": "ctxkit.compression.density",
+    "DensityReport": "ctxkit.compression.density",
+    "compress": "ctxkit.compression.prune",
+    "CompressResult": "ctxkit.compression.prune",
+    "compress_chat": "ctxkit.compression.chat",
+    "ChatCompression": "ctxkit.compression.chat",
+    "PackedEncoder": "ctxkit.embedding.encoder",
+    "evaluate": "ctxkit.evaluation.harness",
+    "EvalReport": "ctxkit.evaluation.harness",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -57,11 +57,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'ctxkit' has no attribute {name!r}")
-    if name == "dedup":
-        # ctxkit.dedup is a callable package: bind the package so submodules stay reachable
-        value = importlib.import_module("ctxkit.dedup")
-    else:
-        value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

@@ -25,7 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ctxkit.records import ReadReport, Record, RecordError, read_records
+from ctxkit.io.records import ReadReport, Record, RecordError, read_records
 
 app = typer.Typer(
     name="ctxkit",
@@ -122,7 +122,7 @@ def _root() -> None:
 @app.command("tokenizers")
 def tokenizers_cmd() -> None:
     """List the tokenizer names --tokenizer accepts."""
-    from ctxkit.tokenize import available_tokenizers
+    from ctxkit.io.tokenizers import available_tokenizers
 
     for name in available_tokenizers():
         out.print(name)
@@ -220,11 +220,11 @@ def pack_cmd(
                           strategy=strategy, overflow=overflow)
     import numpy as np
 
-    from ctxkit.pack.collate import LAYOUTS, pack_arrays
-    from ctxkit.pack.hf import packed_table
-    from ctxkit.pack.plan import OVERFLOW_POLICIES, STRATEGIES
-    from ctxkit.records import write_json, write_jsonl, write_parquet
-    from ctxkit.tokenize import get_tokenizer
+    from ctxkit.io.records import write_json, write_jsonl, write_parquet
+    from ctxkit.io.tokenizers import get_tokenizer
+    from ctxkit.packing.collate import LAYOUTS, pack_arrays
+    from ctxkit.packing.hf import packed_table
+    from ctxkit.packing.plan import OVERFLOW_POLICIES, STRATEGIES
 
     if capacity <= 0:
         fail(f"--capacity must be a positive number of tokens, got {capacity}")
@@ -339,7 +339,7 @@ def demo_cmd(
 ) -> None:
     """Generate an instruction dataset, tokenize it, pack it and print the packing report."""
     from ctxkit.demo import demo_records, run_demo
-    from ctxkit.records import write_jsonl
+    from ctxkit.io.records import write_jsonl
 
     if n <= 0:
         fail(f"--n must be a positive number of records, got {n}")
@@ -395,7 +395,7 @@ def _parse_threshold(value: str | None) -> object | None:
 
 
 def _write_rows(path: Path, rows: Iterator[dict]) -> int:
-    from ctxkit.records import write_jsonl, write_parquet
+    from ctxkit.io.records import write_jsonl, write_parquet
 
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
@@ -462,11 +462,10 @@ def dedup_cmd(
                           id_field=id_field, report_path=report_path, method=method,
                           threshold=_parse_threshold(threshold), keep=keep, num_perm=num_perm,
                           ngram=ngram, unit=unit, seed=seed, punctuation=punctuation)
-    from ctxkit.dedup import dedup
-    from ctxkit.dedup.exact import ExactDeduper
-    from ctxkit.dedup.normalize import Normalization
-    from ctxkit.dedup.pipeline import _methods
-    from ctxkit.records import write_json
+    from ctxkit.deduplication.exact import ExactDeduper
+    from ctxkit.deduplication.normalize import Normalization
+    from ctxkit.deduplication.pipeline import _methods, dedup
+    from ctxkit.io.records import write_json
 
     try:
         stages = _methods(method)
@@ -572,7 +571,7 @@ def _write_npy_stream(path: Path, chunks: Iterator, dim: int) -> int:
 
     import numpy as np
 
-    from ctxkit.records import atomic_write
+    from ctxkit.io.records import atomic_write
 
     n = 0
     with tempfile.TemporaryFile(dir=path.parent if path.parent.exists() else None) as raw:
@@ -622,8 +621,8 @@ def embed_cmd(
     import json
     import time
 
-    from ctxkit.embed import EncodeStats, PackedEncoder
-    from ctxkit.records import atomic_write, write_json, write_parquet
+    from ctxkit.embedding.encoder import EncodeStats, PackedEncoder
+    from ctxkit.io.records import atomic_write, write_json, write_parquet
 
     suffix = output.suffix.lower()
     if suffix not in (".npy", ".parquet"):
@@ -756,13 +755,13 @@ def compress_cmd(
     skip_bad: bool = typer.Option(False, help="Skip bad records and list them."),
 ) -> None:
     """Compress a text (or each record) to --budget tokens; report what was dropped."""
-    from ctxkit.prune import compress
-    from ctxkit.records import ReadReport, atomic_write, write_json, write_jsonl
+    from ctxkit.compression.prune import compress
+    from ctxkit.io.records import ReadReport, atomic_write, write_json, write_jsonl
 
     options = {"tokenizer": tokenizer, "scorer": scorer, "granularity": granularity,
                "force_keep": force_keep, "token_drop": token_drop}
     try:
-        from ctxkit.scorers import get_scorer
+        from ctxkit.compression.scorers import get_scorer
 
         options["scorer"] = get_scorer(scorer)  # once, so model-backed scorers load once
     except (ValueError, ImportError) as exc:
@@ -864,9 +863,9 @@ def chat_cmd(
     report: Path | None = typer.Option(None, help="Write the ledger here (JSON)."),
 ) -> None:
     """Compress chat histories to --budget tokens, keeping the system prompt and last turns."""
-    from ctxkit.chat import compress_chat
-    from ctxkit.records import write_json, write_jsonl
-    from ctxkit.scorers import get_scorer
+    from ctxkit.compression.chat import compress_chat
+    from ctxkit.compression.scorers import get_scorer
+    from ctxkit.io.records import write_json, write_jsonl
 
     try:
         sc = get_scorer(scorer)
@@ -920,8 +919,8 @@ def density_cmd(
     skip_bad: bool = typer.Option(False, help="Skip bad records and list them."),
 ) -> None:
     """Information density per text and for the corpus: redundancy, dedup savings, clusters."""
-    from ctxkit.density import density
-    from ctxkit.records import ReadReport, write_json
+    from ctxkit.compression.density import density
+    from ctxkit.io.records import ReadReport, write_json
 
     read_report = ReadReport()
     if path.suffix.lower() in _TEXT_SUFFIXES:
@@ -976,8 +975,8 @@ def eval_cmd(
     skip_bad: bool = typer.Option(False, "--skip-bad", help="skip and list bad records"),
 ) -> None:
     """How much of the context budget is wasted, and what each stage would save."""
-    from ctxkit.evaluate import evaluate
-    from ctxkit.records import write_json
+    from ctxkit.evaluation.harness import evaluate
+    from ctxkit.io.records import write_json
 
     report_read = ReadReport()
     records = list(iter_input(input_path, field=field, template=template, skip_bad=skip_bad,
@@ -1005,7 +1004,7 @@ def eval_cmd(
     report.dataset["skipped_records"] = report_read.to_dict()["skipped"]
     plots = report.plot(output_dir)
     write_json(output_dir / "report.json", report.to_dict())
-    from ctxkit.records import atomic_write
+    from ctxkit.io.records import atomic_write
 
     with atomic_write(output_dir / "report.md") as fh:
         fh.write(report.to_markdown([str(p) for p in plots]))

@@ -260,10 +260,10 @@ def run_demo(n: int = 2000, capacity: int = 2048, seed: int = 0,
         >>> res.batch.n_windows >= res.batch.lower_bound
         True
     """
-    from ctxkit.pack.collate import pack_arrays
-    from ctxkit.pack.plan import pack_lengths
-    from ctxkit.records import format_alpaca_prompt
-    from ctxkit.tokenize import get_tokenizer
+    from ctxkit.io.records import format_alpaca_prompt
+    from ctxkit.io.tokenizers import get_tokenizer
+    from ctxkit.packing.collate import pack_arrays
+    from ctxkit.packing.plan import pack_lengths
 
     tok = get_tokenizer(tokenizer)
     records = demo_records(n, seed)

@@ -37,7 +37,7 @@ def available() -> list[str]:
 
 def stamp(json_path: Path, command: str, quick: bool) -> None:
     """Add command, commit and machine to a benchmark's JSON (atomically)."""
-    from ctxkit.records import write_json
+    from ctxkit.io.records import write_json
 
     data = json.loads(json_path.read_text(encoding="utf-8"))
     data.setdefault("machine", machine_info())

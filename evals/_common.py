@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ctxkit.records import atomic_write, write_json
+from ctxkit.io.records import atomic_write, write_json
 
 __all__ = [
     "ALPACA_SOURCES",
@@ -72,7 +72,7 @@ def alpaca_texts(path: Path) -> list[str]:
 
     Accepts instruction/input/output (or response), and question/answer (gsm8k).
     """
-    from ctxkit.records import format_alpaca_prompt
+    from ctxkit.io.records import format_alpaca_prompt
 
     raw = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":

@@ -39,10 +39,10 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ctxkit.chat import compress_chat, count_chat_tokens  # noqa: E402
-from ctxkit.prune import compress  # noqa: E402
-from ctxkit.scorers import get_scorer  # noqa: E402
-from ctxkit.tokenize import get_tokenizer  # noqa: E402
+from ctxkit.compression.chat import compress_chat, count_chat_tokens  # noqa: E402
+from ctxkit.compression.prune import compress  # noqa: E402
+from ctxkit.compression.scorers import get_scorer  # noqa: E402
+from ctxkit.io.tokenizers import get_tokenizer  # noqa: E402
 from evals._common import data_dir, save_figure, write_results  # noqa: E402
 
 RATIOS = (1 / 2, 1 / 4, 1 / 8)

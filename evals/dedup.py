@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.dedup.exact import exact_dedup
-from ctxkit.dedup.minhash import (
+from ctxkit.deduplication.exact import exact_dedup
+from ctxkit.deduplication.minhash import (
     band_keys,
     candidate_pairs,
     choose_bands,
@@ -37,8 +37,8 @@ from ctxkit.dedup.minhash import (
     to_datasketch,
     verify_pairs,
 )
-from ctxkit.dedup.normalize import Normalization
-from ctxkit.dedup.unionfind import connected_components
+from ctxkit.deduplication.normalize import Normalization
+from ctxkit.deduplication.unionfind import connected_components
 from evals import _common
 from evals.dedup_corpus import (
     data_dir,
@@ -446,7 +446,7 @@ class HashingEncoder:
 @section("bench_semantic")
 def bench_semantic(texts: list[str], thresholds: list[float], encoder: Any) -> dict[str, Any]:
     """Recall of the SemDeDup partition against exact all-pairs, on real embeddings."""
-    from ctxkit.dedup.semantic import embed, pairs_exact, pairs_kmeans
+    from ctxkit.deduplication.semantic import embed, pairs_exact, pairs_kmeans
 
     embed(texts[:8], encoder)  # load the model outside the timing
     ew, _, emb = timed(lambda: embed(texts, encoder))
@@ -488,8 +488,8 @@ def bench_semantic(texts: list[str], thresholds: list[float], encoder: Any) -> d
 @section("bench_toolformer")
 def bench_toolformer(texts: list[str], encoder: Any) -> dict[str, Any]:
     """How many items each method removes at thresholds 0.9 and 0.8."""
-    from ctxkit.dedup import dedup
-    from ctxkit.dedup.semantic import embed
+    from ctxkit.deduplication.pipeline import dedup
+    from ctxkit.deduplication.semantic import embed
 
     emb = embed(texts, encoder)
     rows = [{"method": "exact", "threshold": None, "removed": exact_dedup(texts).n_removed}]
@@ -768,7 +768,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rng.shuffle(pool)
     t0 = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
-    from ctxkit.records import atomic_write, write_json
+    from ctxkit.io.records import atomic_write, write_json
 
     def checkpoint() -> None:
         # A long run leaves its finished sections behind even if it is stopped.
@@ -791,7 +791,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if quick:
         encoder, res["encoder"] = HashingEncoder(), "character 3-gram hashing stand-in (quick run)"
     else:
-        from ctxkit.dedup.semantic import default_encoder
+        from ctxkit.deduplication.semantic import default_encoder
 
         encoder = default_encoder("cpu")
         res["encoder"] = "all-MiniLM-L6-v2 (ctxkit PackedEncoder, CPU)"

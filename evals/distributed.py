@@ -119,7 +119,7 @@ class _Local:
 def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
     """Items/s of each block function in this process, pinned to one thread."""
     from ctxkit.distributed.packing import _pack_block
-    from ctxkit.tokenize import get_tokenizer
+    from ctxkit.io.tokenizers import get_tokenizer
 
     try:
         import torch
@@ -142,7 +142,7 @@ def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
     out["pack_block_bfd"] = {"items": n, "seconds": t, "per_s": n / t, "unit": "sequences"}
     out["tokens_per_text"] = float(lengths.mean())
     try:
-        from ctxkit.dedup.minhash import choose_bands
+        from ctxkit.deduplication.minhash import choose_bands
         from ctxkit.distributed.minhash import (
             _band_rows,
             _bucket_pairs,
@@ -176,7 +176,7 @@ def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
                                                "unit": "pairs"}
         out["minhash_bands"] = [bands, r]
     try:
-        from ctxkit.embed import PackedEncoder
+        from ctxkit.embedding.encoder import PackedEncoder
     except ImportError as exc:
         out["embed"] = f"skipped: ctxkit.embed not available ({exc})"
     else:
@@ -198,7 +198,7 @@ def peak_memory(texts: list[str], batch: int = 4096) -> dict[str, Any]:
     import tracemalloc
 
     from ctxkit.distributed.packing import _pack_block
-    from ctxkit.tokenize import get_tokenizer
+    from ctxkit.io.tokenizers import get_tokenizer
 
     texts = texts[:batch]
     n = len(texts)
@@ -219,7 +219,7 @@ def peak_memory(texts: list[str], batch: int = 4096) -> dict[str, Any]:
         lambda: _pack_block({"_row": rows, "input_ids": col}, "input_ids", True, 2048, "bfd",
                             "truncate"))
     try:
-        from ctxkit.dedup.minhash import choose_bands
+        from ctxkit.deduplication.minhash import choose_bands
         from ctxkit.distributed.minhash import _band_rows, _bucket_pairs, _sign_block
     except ImportError:
         return out
@@ -241,8 +241,8 @@ def end_to_end(texts: list[str], workers: int, repeat: int, quick: bool) -> dict
     import ray
 
     from ctxkit.distributed import init_ray, pack, window_utilization
-    from ctxkit.pack.plan import pack_lengths
-    from ctxkit.tokenize import get_tokenizer
+    from ctxkit.io.tokenizers import get_tokenizer
+    from ctxkit.packing.plan import pack_lengths
 
     t0 = time.perf_counter()
     init_ray(num_cpus=workers)
@@ -252,7 +252,7 @@ def end_to_end(texts: list[str], workers: int, repeat: int, quick: bool) -> dict
     ds = ray.data.from_items([{"text": t} for t in texts], override_num_blocks=blocks)
     ds = ds.materialize()  # the input is in the object store, as after a read
     try:
-        from ctxkit.dedup import dedup
+        from ctxkit.deduplication.pipeline import dedup
         from ctxkit.distributed import minhash_dedup
     except ImportError as exc:
         out["minhash"] = f"skipped: {exc}"
@@ -304,7 +304,7 @@ def end_to_end(texts: list[str], workers: int, repeat: int, quick: bool) -> dict
 
 
 def utilization_by_block(lengths: np.ndarray, capacity: int, sizes: list[int]) -> dict[str, Any]:
-    from ctxkit.pack.plan import pack_lengths
+    from ctxkit.packing.plan import pack_lengths
 
     lengths = np.minimum(lengths, capacity)
     glob = pack_lengths(lengths, capacity)
@@ -427,7 +427,7 @@ def plot(res: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ctxkit.records import atomic_write
+    from ctxkit.io.records import atomic_write
 
     u, p = res["utilization"], res["projection"]
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -469,7 +469,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     n = args.docs or (400 if args.quick else 8000)
     repeat = 1 if args.quick else 2
     texts, source = load_texts(n)
-    from ctxkit.tokenize import get_tokenizer
+    from ctxkit.io.tokenizers import get_tokenizer
 
     tok = get_tokenizer("cl100k_base")
     lengths = np.array([len(tok.encode(t)) for t in texts])
@@ -489,7 +489,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     res["projection"] = projection(res["per_worker"], res["end_to_end"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from ctxkit.records import atomic_write, write_json
+    from ctxkit.io.records import atomic_write, write_json
 
     write_json(out / f"{NAME}.json", res)
     with atomic_write(out / f"{NAME}.md") as fh:

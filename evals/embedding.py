@@ -114,8 +114,8 @@ def st_padding(model, texts: list[str], batch_size: int) -> tuple[int, int]:
 
 def layout_runner(enc, layout: str, batch_texts: int = 32):
     """A callable embedding texts with our forward and a given batch layout."""
-    from ctxkit.embed import EncodeStats
-    from ctxkit.embed_ops import build_batch
+    from ctxkit.embedding.encoder import EncodeStats
+    from ctxkit.embedding.ops import build_batch
 
     def run(texts: list[str]) -> np.ndarray:
         tk = enc.tokenize(texts)
@@ -196,9 +196,9 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from ctxkit.embed import PackedEncoder
-    from ctxkit.records import write_json
-    from ctxkit.tokenize import minilm_path
+    from ctxkit.embedding.encoder import PackedEncoder
+    from ctxkit.io.records import write_json
+    from ctxkit.io.tokenizers import minilm_path
 
     torch.set_num_threads(args.threads)
     model = SentenceTransformer(str(minilm_path()), device=args.device)
@@ -282,7 +282,7 @@ LABELS = {
 
 
 def write_markdown(path: Path, report: dict) -> None:
-    from ctxkit.records import atomic_write
+    from ctxkit.io.records import atomic_write
 
     res = report["results"]
     names = list(res)

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxkit.pack.batching import length_grouped_batches
-from ctxkit.pack.online import OnlinePacker
-from ctxkit.pack.plan import pack_lengths
+from ctxkit.packing.batching import length_grouped_batches
+from ctxkit.packing.online import OnlinePacker
+from ctxkit.packing.plan import pack_lengths
 from evals._common import (
     ALPACA_SOURCES,
     alpaca_texts,
@@ -53,7 +53,7 @@ def load_lengths(quick: bool) -> dict[str, np.ndarray]:
         n = 1000 if quick else 20000
         lengths = np.clip(rng.lognormal(5.0, 0.6, n).astype(np.int64), 8, 4000)
         return {"synthetic": lengths}
-    from ctxkit.tokenize import get_tokenizer
+    from ctxkit.io.tokenizers import get_tokenizer
 
     tok = get_tokenizer("cl100k_base")
     names = ["gsm8k"] if quick else list(ALPACA_SOURCES)

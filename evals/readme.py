@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     if fresh != current:
-        from ctxkit.records import atomic_write
+        from ctxkit.io.records import atomic_write
 
         with atomic_write(args.readme) as fh:
             fh.write(fresh)

@@ -5,7 +5,7 @@ Run: python examples/eval_report.py   (writes report/ with report.md, report.jso
 
 import ctxkit
 from ctxkit.demo import demo_records
-from ctxkit.records import format_alpaca_prompt
+from ctxkit.io.records import format_alpaca_prompt
 
 records = demo_records(300, seed=0)
 texts = [format_alpaca_prompt(r["instruction"], r["input"]) + r["output"] for r in records]

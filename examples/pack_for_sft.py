@@ -5,7 +5,7 @@ Run: python examples/pack_for_sft.py
 
 import ctxkit
 from ctxkit.demo import demo_records
-from ctxkit.records import format_alpaca_prompt
+from ctxkit.io.records import format_alpaca_prompt
 
 tok = ctxkit.get_tokenizer("cl100k_base")
 records = demo_records(200, seed=0)  # or ctxkit.read_records("data.jsonl", template="alpaca")

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.pack.batching import length_grouped_batches
+from ctxkit.packing.batching import length_grouped_batches
 
 
 @settings(max_examples=100, deadline=None)

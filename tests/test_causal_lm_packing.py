@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ctxkit.pack.collate import IGNORE_INDEX, PackedCollator, pack
+from ctxkit.packing.collate import IGNORE_INDEX, PackedCollator, pack
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -4,9 +4,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxkit.chat import ChatCompression, compress_chat, count_chat_tokens
-from ctxkit.scorers import IdfScorer
-from ctxkit.tokenize import get_tokenizer
+from ctxkit.compression.chat import ChatCompression, compress_chat, count_chat_tokens
+from ctxkit.compression.scorers import IdfScorer
+from ctxkit.io.tokenizers import get_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TOK = get_tokenizer("cl100k_base")

@@ -3,9 +3,9 @@ import os
 
 import pytest
 
-from ctxkit.chat import count_chat_tokens
 from ctxkit.cli import main
-from ctxkit.tokenize import get_tokenizer
+from ctxkit.compression.chat import count_chat_tokens
+from ctxkit.io.tokenizers import get_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TOK = get_tokenizer("cl100k_base")

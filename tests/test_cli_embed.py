@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ctxkit.cli import main
-from ctxkit.embed import PackedEncoder
+from ctxkit.embedding.encoder import PackedEncoder
 
 TEXTS = ["hello world", "", "   ", "packing " * 400, "a second, different sentence.",
          "ünïcödé 日本語 🙂"]

@@ -11,8 +11,8 @@ import pytest
 
 from ctxkit.cli import main
 from ctxkit.demo import demo_records, run_demo
-from ctxkit.records import format_alpaca_prompt
-from ctxkit.tokenize import get_tokenizer
+from ctxkit.io.records import format_alpaca_prompt
+from ctxkit.io.tokenizers import get_tokenizer
 
 TOK = get_tokenizer("cl100k_base")
 EOS = TOK.eos_id

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxkit.pack.collate import IGNORE_INDEX, PackedCollator, collate_plan, pack
-from ctxkit.pack.plan import OVERFLOW_POLICIES, STRATEGIES, PackPlan
+from ctxkit.packing.collate import IGNORE_INDEX, PackedCollator, collate_plan, pack
+from ctxkit.packing.plan import OVERFLOW_POLICIES, STRATEGIES, PackPlan
 
 SEP = 7
 PAD = 3

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.dedup import DedupResult, dedup
-from ctxkit.dedup.exact import ExactDeduper, exact_dedup, text_digests
-from ctxkit.dedup.normalize import Normalization, normalize_texts, normalized_codepoints
+from ctxkit.deduplication.exact import ExactDeduper, exact_dedup, text_digests
+from ctxkit.deduplication.normalize import Normalization, normalize_texts, normalized_codepoints
+from ctxkit.deduplication.pipeline import DedupResult, dedup
 
 ALPHABET = "aB \t\n\u3000\u00a0é,!_\U0001f600\x00ß\ufb01"
 
@@ -168,7 +168,7 @@ def test_dispatch_errors():
 
 def test_package_name_and_function_name_agree():
     import ctxkit
-    import ctxkit.dedup.minhash  # noqa: F401  (binds ctxkit.dedup to the package)
+    import ctxkit.deduplication.minhash  # noqa: F401  (binds ctxkit.dedup to the package)
 
     assert ctxkit.dedup(["a", "A"]).keep.tolist() == [0]
     assert ctxkit.dedup_messages([]).kept == []

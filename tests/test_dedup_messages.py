@@ -2,8 +2,7 @@
 
 import pytest
 
-from ctxkit.dedup import dedup_messages
-from ctxkit.dedup.messages import is_acknowledgement
+from ctxkit.deduplication.messages import dedup_messages, is_acknowledgement
 
 
 def history():

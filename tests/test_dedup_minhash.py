@@ -8,7 +8,7 @@ from datasketch import LeanMinHash, MinHash, MinHashLSH
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.dedup.minhash import (
+from ctxkit.deduplication.minhash import (
     band_keys,
     candidate_pairs,
     candidate_probability,
@@ -31,9 +31,9 @@ from ctxkit.dedup.minhash import (
     verify_pairs,
     verify_pairs_exact,
 )
-from ctxkit.dedup.normalize import Normalization, normalize_texts
-from ctxkit.dedup.shingle import shingle_hash, shingle_hashes, shingles
-from ctxkit.dedup.unionfind import UnionFind, connected_components, representatives
+from ctxkit.deduplication.normalize import Normalization, normalize_texts
+from ctxkit.deduplication.shingle import shingle_hash, shingle_hashes, shingles
+from ctxkit.deduplication.unionfind import UnionFind, connected_components, representatives
 
 TEXT = st.text(alphabet="ab c\té\U0001f600\u3000x", max_size=14)
 

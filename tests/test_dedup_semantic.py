@@ -5,8 +5,8 @@ import os
 import numpy as np
 import pytest
 
-from ctxkit.dedup import dedup
-from ctxkit.dedup.semantic import embed, pairs_exact, pairs_kmeans, semantic_dedup
+from ctxkit.deduplication.pipeline import dedup
+from ctxkit.deduplication.semantic import embed, pairs_exact, pairs_kmeans, semantic_dedup
 
 
 def clustered(n=600, dim=32, seed=0):
@@ -72,7 +72,7 @@ def test_custom_encoder_and_staged_semantic():
 @pytest.fixture(scope="module")
 def minilm():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from ctxkit.dedup.semantic import default_encoder
+    from ctxkit.deduplication.semantic import default_encoder
 
     return default_encoder()
 

@@ -31,7 +31,7 @@ from ctxkit.distributed import (  # noqa: E402
     with_row_index,
 )
 from ctxkit.distributed.blocks import expand_ranges  # noqa: E402
-from ctxkit.pack.plan import pack_lengths  # noqa: E402
+from ctxkit.packing.plan import pack_lengths  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -105,8 +105,8 @@ def test_row_index_follows_dataset_order_across_blocks(ray_session):
 
 @pytest.mark.parametrize(("threshold", "keep"), [(0.5, "first"), (0.8, "longest")])
 def test_minhash_dedup_equals_single_machine(ray_session, threshold, keep):
-    pytest.importorskip("ctxkit.dedup.minhash")
-    from ctxkit.dedup import dedup
+    pytest.importorskip("ctxkit.deduplication.minhash")
+    from ctxkit.deduplication.pipeline import dedup
 
     texts = _near_duplicate_corpus()
     ids = [f"doc-{i}" for i in range(len(texts))]
@@ -137,8 +137,8 @@ def test_minhash_dedup_equals_single_machine(ray_session, threshold, keep):
 
 
 def test_minhash_dedup_scores_and_row_ids(ray_session):
-    pytest.importorskip("ctxkit.dedup.minhash")
-    from ctxkit.dedup import dedup
+    pytest.importorskip("ctxkit.deduplication.minhash")
+    from ctxkit.deduplication.pipeline import dedup
 
     texts = _near_duplicate_corpus(80, seed=1)
     scores = np.random.default_rng(2).random(len(texts))
@@ -153,10 +153,10 @@ def test_minhash_dedup_scores_and_row_ids(ray_session):
 
 def test_pair_similarity_on_the_hash_shuffle_path(ray_session):
     """Ray's default hash shuffle (aggregator actors): every group stays whole."""
-    pytest.importorskip("ctxkit.dedup.minhash")
+    pytest.importorskip("ctxkit.deduplication.minhash")
     from ray.data.context import ShuffleStrategy
 
-    from ctxkit.dedup.minhash import estimate_jaccard, signatures
+    from ctxkit.deduplication.minhash import estimate_jaccard, signatures
 
     texts = _near_duplicate_corpus(60, seed=4)
     sig = signatures(texts, num_perm=32, seed=1)
@@ -170,7 +170,7 @@ def test_pair_similarity_on_the_hash_shuffle_path(ray_session):
 
 
 def test_minhash_dedup_errors(ray_session):
-    pytest.importorskip("ctxkit.dedup.minhash")
+    pytest.importorskip("ctxkit.deduplication.minhash")
     # Non-UTF-8 bytes are not text: the error names the row instead of guessing a decoding.
     ds = ray.data.from_items([{"text": b"\xff\xfe bytes"}, {"text": b"fine"}])
     with pytest.raises(Exception, match=r"row 0: column 'text' must hold text, got bytes"):
@@ -299,10 +299,10 @@ def test_embed_rejects_non_text(ray_session):
 
 
 def test_run_command_dedup_and_pack(ray_session, tmp_path):
-    pytest.importorskip("ctxkit.dedup.minhash")
+    pytest.importorskip("ctxkit.deduplication.minhash")
     import json
 
-    from ctxkit.dedup import dedup
+    from ctxkit.deduplication.pipeline import dedup
     from ctxkit.distributed import run_command
 
     texts = _near_duplicate_corpus(60, seed=5)
@@ -337,11 +337,11 @@ def test_run_command_dedup_and_pack(ray_session, tmp_path):
 
 def test_run_command_embed_matches_packed_encoder(ray_session, tmp_path):
     """The real PackedEncoder in a CPU actor, vectors in input order (.npy): equal to encode()."""
-    pytest.importorskip("ctxkit.embed")
+    pytest.importorskip("ctxkit.embedding.encoder")
     import json
 
     from ctxkit.distributed import run_command
-    from ctxkit.embed import PackedEncoder
+    from ctxkit.embedding.encoder import PackedEncoder
 
     texts = ["A short one.", "", "Packed rows keep each document's own [CLS] and [SEP].",
              "ünïcode и 日本語 text", "word " * 300]

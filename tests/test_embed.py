@@ -12,10 +12,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit import embed as embed_mod
-from ctxkit.embed import PackedEncoder, choose_rows
-from ctxkit.embed_model import load_backbone, resolve_dtype
-from ctxkit.embed_ops import (
+from ctxkit.embedding import encoder as embed_mod
+from ctxkit.embedding.encoder import PackedEncoder, choose_rows
+from ctxkit.embedding.model import load_backbone, resolve_dtype
+from ctxkit.embedding.ops import (
     POOLING_MODES,
     additive_mask,
     block_mask,
@@ -24,7 +24,7 @@ from ctxkit.embed_ops import (
     varlen_attention_reference,
     varlen_inputs,
 )
-from ctxkit.pack.plan import pack_lengths
+from ctxkit.packing.plan import pack_lengths
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
@@ -47,7 +47,7 @@ EDGE = ["", "   ", "\n\t", "a", "Hello   World  ", "x " * 600, "🙂" * 300, "ok
 def st_model():
     from sentence_transformers import SentenceTransformer
 
-    from ctxkit.tokenize import minilm_path
+    from ctxkit.io.tokenizers import minilm_path
 
     return SentenceTransformer(str(minilm_path()), device="cpu")
 

@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from ctxkit.evaluate import evaluate
-from ctxkit.tokenize import get_tokenizer
+from ctxkit.evaluation.harness import evaluate
+from ctxkit.io.tokenizers import get_tokenizer
 
 
 def make_texts(n=60, seed=0):

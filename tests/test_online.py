@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.pack.online import OnlinePacker, pack_stream
-from ctxkit.pack.plan import pack_lengths
+from ctxkit.packing.online import OnlinePacker, pack_stream
+from ctxkit.packing.plan import pack_lengths
 
 
 @st.composite

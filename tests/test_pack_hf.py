@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.pack.collate import PackedCollator, pack
-from ctxkit.pack.hf import packed_table
+from ctxkit.packing.collate import PackedCollator, pack
+from ctxkit.packing.hf import packed_table
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -121,13 +121,13 @@ def test_pack_dataset_roundtrip():
 
 
 def pack_dataset_both(ds):
-    from ctxkit.pack.hf import pack_dataset
+    from ctxkit.packing.hf import pack_dataset
 
     return pack_dataset(ds, 48, id_column="rid", seed=1, return_batch=True)
 
 
 def test_pack_dataset_padded_and_dict():
-    from ctxkit.pack.hf import pack_dataset
+    from ctxkit.packing.hf import pack_dataset
 
     ds = datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5], [6]]})
     rows = pack_dataset(ds, 4, layout="padded", separator_id=0, pad_id=-1)[:]
@@ -140,7 +140,7 @@ def test_pack_dataset_padded_and_dict():
 
 
 def test_pack_dataset_errors():
-    from ctxkit.pack.hf import pack_dataset
+    from ctxkit.packing.hf import pack_dataset
 
     ds = datasets.Dataset.from_dict({"text": ["a", "b"]})
     with pytest.raises(ValueError, match="no column 'input_ids'"):
@@ -159,7 +159,7 @@ def test_pack_dataset_errors():
 def test_trl_padding_free_collator_reads_packed_rows():
     """TRL's padding-free collator turns our rows into the same flat batch we build."""
     trl_sft = pytest.importorskip("trl.trainer.sft_trainer")
-    from ctxkit.pack.hf import pack_dataset
+    from ctxkit.packing.hf import pack_dataset
 
     seqs = [[11, 12, 13], [21, 22, 23, 24], [31, 32], [41, 42, 43, 44, 45]]
     ds = datasets.Dataset.from_dict({"input_ids": seqs})
@@ -185,7 +185,7 @@ def test_packed_table_ids_and_ranges():
 def test_pack_dataset_without_datasets_installed(monkeypatch):
     import sys
 
-    from ctxkit.pack.hf import pack_dataset
+    from ctxkit.packing.hf import pack_dataset
 
     monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets -> ImportError
     with pytest.raises(ImportError, match=r"pip install 'ctxkit\[hf\]'"):

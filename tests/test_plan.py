@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxkit.pack.optimal import cutting_stock
-from ctxkit.pack.plan import OVERFLOW_POLICIES, STRATEGIES, BinList, PackPlan, pack_lengths
+from ctxkit.packing.optimal import cutting_stock
+from ctxkit.packing.plan import OVERFLOW_POLICIES, STRATEGIES, BinList, PackPlan, pack_lengths
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

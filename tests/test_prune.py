@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxkit.prune import CompressResult, compress, split_units
-from ctxkit.scorers import IdfScorer, atoms
-from ctxkit.tokenize import get_tokenizer
+from ctxkit.compression.prune import CompressResult, compress, split_units
+from ctxkit.compression.scorers import IdfScorer, atoms
+from ctxkit.io.tokenizers import get_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TOK = get_tokenizer("cl100k_base")

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from ctxkit.records import (
+from ctxkit.io.records import (
     ReadReport,
     RecordError,
     atomic_write,

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.scorers import (
+from ctxkit.compression.scorers import (
     MAX_BITS,
     PUNCT_BITS,
     IdfScorer,
@@ -139,7 +139,7 @@ def test_embedding_scorer_is_question_aware():
 
 
 def test_registry_and_errors(monkeypatch):
-    import ctxkit.scorers as mod
+    import ctxkit.compression.scorers as mod
 
     monkeypatch.setattr(mod, "_REGISTRY", dict(mod._REGISTRY))
     assert {"idf", "embedding"} <= set(available_scorers())
@@ -201,7 +201,7 @@ def test_lm_scorer_surprisal():
 
 
 def LMScorerWindow(base, window, context=16):
-    from ctxkit.scorers import LMScorer
+    from ctxkit.compression.scorers import LMScorer
 
     s = LMScorer(model=base.model_dir, window=window, context=context)
     s._model, s._tok = base._model, base._tok
@@ -209,7 +209,7 @@ def LMScorerWindow(base, window, context=16):
 
 
 def test_idf_without_wordfreq_fits_on_the_texts(monkeypatch):
-    import ctxkit.scorers as mod
+    import ctxkit.compression.scorers as mod
 
     monkeypatch.setattr(mod, "_wordfreq_available", lambda: False)
     s = IdfScorer()

@@ -1,6 +1,6 @@
 import pytest
 
-from ctxkit.tokenize import available_tokenizers, get_tokenizer, resolve_tokenizer
+from ctxkit.io.tokenizers import available_tokenizers, get_tokenizer, resolve_tokenizer
 
 
 def test_cl100k_offline_roundtrip():
@@ -36,7 +36,7 @@ def test_minilm_tokenizer():
 
 
 def test_hf_local_dir(tmp_path):
-    from ctxkit.tokenize import minilm_path
+    from ctxkit.io.tokenizers import minilm_path
 
     tok = get_tokenizer(f"hf:{minilm_path()}")
     assert tok.encode("Hello world") == get_tokenizer("minilm").encode("Hello world")

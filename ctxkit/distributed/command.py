@@ -144,7 +144,7 @@ def _user_message(exc: BaseException) -> str | None:
 def _dedup(input_path, output, field, id_field, report_path, method="minhash", threshold=None,
            keep="first", num_perm=128, ngram=5, unit="char", seed=1, punctuation=False) -> list:
     from ctxkit.distributed.minhash import minhash_dedup
-    from ctxkit.records import write_json
+    from ctxkit.io.records import write_json
 
     stages = [m.strip() for m in method.split(",")] if isinstance(method, str) else list(method)
     if stages != ["minhash"]:
@@ -153,7 +153,7 @@ def _dedup(input_path, output, field, id_field, report_path, method="minhash", t
     if isinstance(threshold, dict):
         threshold = threshold.get("minhash")
     ds = read_dataset(input_path, [field] + ([id_field] if id_field else []))
-    from ctxkit.dedup.normalize import Normalization
+    from ctxkit.deduplication.normalize import Normalization
 
     out = minhash_dedup(ds, column=field, threshold=threshold, num_perm=num_perm,
                         id_column=id_field, ngram=ngram, unit=unit, seed=seed, keep=keep,
@@ -171,7 +171,7 @@ def _dedup(input_path, output, field, id_field, report_path, method="minhash", t
 def _embed(input_path, output, field, id_field, model=None, batch_size=1024, normalize=None,
            device="auto", dtype="auto", batch_tokens=None) -> list:
     from ctxkit.distributed.embedding import embed
-    from ctxkit.records import atomic_write
+    from ctxkit.io.records import atomic_write
 
     ds = read_dataset(input_path, [field] + ([id_field] if id_field else []))
     to_npy = output.suffix.lower() == ".npy"
@@ -198,7 +198,7 @@ def _embed(input_path, output, field, id_field, model=None, batch_size=1024, nor
 def _tokenize_block(
     batch: dict[str, np.ndarray], field: str, tokenizer: str, id_field: str | None
 ) -> dict[str, Any]:
-    from ctxkit.tokenize import get_tokenizer
+    from ctxkit.io.tokenizers import get_tokenizer
 
     tok = get_tokenizer(tokenizer)
     texts = batch[field].tolist()

@@ -27,7 +27,7 @@ __all__ = ["embed"]
 
 
 def _default_encoder(**kwargs: Any) -> Any:
-    from ctxkit.embed import PackedEncoder
+    from ctxkit.embedding.encoder import PackedEncoder
 
     return PackedEncoder(**kwargs)
 

@@ -1,28 +1,29 @@
 """MinHash near-duplicate removal on a Ray dataset, identical to ``ctxkit.dedup(method="minhash")``.
 
-The stages are the single-machine ones from :mod:`ctxkit.dedup.minhash`, run where the data is:
+The stages are the single-machine ones from :mod:`ctxkit.deduplication.minhash`, run where
+the data is:
 
 1. number the rows (:func:`~ctxkit.distributed.rows.with_row_index`, one ordered pass);
-2. ``map_batches``: :func:`~ctxkit.dedup.minhash.signatures` (the same vectorised code, so
-   the same signatures for the same seed) and :func:`~ctxkit.dedup.minhash.band_keys`;
+2. ``map_batches``: :func:`~ctxkit.deduplication.minhash.signatures` (the same vectorised code, so
+   the same signatures for the same seed) and :func:`~ctxkit.deduplication.minhash.band_keys`;
 3. one hash shuffle of ``(band, key, row)`` triples on ``(band, key)``: every LSH bucket
-   lands whole in one partition, where :func:`~ctxkit.dedup.minhash.candidate_pairs` turns
+   lands whole in one partition, where :func:`~ctxkit.deduplication.minhash.candidate_pairs` turns
    its buckets into candidate pairs (bucket-local, so the union over partitions is exactly the
    single-machine candidate set, huge-bucket star + chain included);
 4. verification: the candidate list (16 bytes per pair) goes to the driver and back out as a
    broadcast, split into partitions (a pair goes with the smaller of its rows, so a
    cluster's star stays together); one shuffle sends every involved signature to the
    partitions that need it (at most once per partition, however many pairs it is in) and
-   :func:`~ctxkit.dedup.minhash.estimate_jaccard` scores each partition's pairs; with
+   :func:`~ctxkit.deduplication.minhash.estimate_jaccard` scores each partition's pairs; with
    ``verify="exact"`` (the single-machine default) the pairs whose estimate lies near the
    threshold are re-scored by the exact Jaccard of their shingle sets
-   (:func:`~ctxkit.dedup.minhash.pair_jaccard`), routing those pairs' texts the same way;
+   (:func:`~ctxkit.deduplication.minhash.pair_jaccard`), routing those pairs' texts the same way;
 5. connected components: **union-find on the driver** (scipy's C connected components over
-   the verified edge list, :func:`~ctxkit.dedup.unionfind.connected_components`). It needs
+   the verified edge list, :func:`~ctxkit.deduplication.unionfind.connected_components`). It needs
    about 8 bytes per document plus 16 per verified pair on the driver: 100 M documents with
    10 M verified pairs is about 1 GiB. Beyond that a distributed label propagation would be
    needed; it is not implemented (see ``docs/scaling.md``);
-6. representatives by the same rule (:func:`~ctxkit.dedup.unionfind.representatives`), their
+6. representatives by the same rule (:func:`~ctxkit.deduplication.unionfind.representatives`), their
    similarities by the same pair machinery, then a filtered dataset and a report dataset.
 
 Example:
@@ -88,7 +89,7 @@ def _text_list(batch: dict[str, np.ndarray], column: str) -> list[str]:
 def _sign_block(
     batch: dict[str, np.ndarray], column: str, params: dict[str, Any], score_column: str | None
 ) -> dict[str, np.ndarray]:
-    from ctxkit.dedup.minhash import signatures
+    from ctxkit.deduplication.minhash import signatures
 
     texts = _text_list(batch, column)
     sig = signatures(texts, **params)
@@ -100,7 +101,7 @@ def _sign_block(
 
 
 def _band_rows(batch: dict[str, np.ndarray], bands: int, rows: int) -> dict[str, np.ndarray]:
-    from ctxkit.dedup.minhash import band_keys, empty_rows
+    from ctxkit.deduplication.minhash import band_keys, empty_rows
 
     sig = np.asarray(batch["sig"])
     live = ~empty_rows(sig)  # texts without shingles are never candidates, as on one machine
@@ -115,7 +116,7 @@ def _band_rows(batch: dict[str, np.ndarray], bands: int, rows: int) -> dict[str,
 
 def _bucket_pairs(batch: dict[str, np.ndarray], max_bucket: int) -> dict[str, np.ndarray]:
     """Candidate pairs of whole buckets (every (band, key) here is complete)."""
-    from ctxkit.dedup.minhash import candidate_pairs
+    from ctxkit.deduplication.minhash import candidate_pairs
 
     band = np.asarray(batch["band"])
     key = np.asarray(batch["key"], dtype=np.uint64)
@@ -167,9 +168,14 @@ def _score_partition(
 ) -> dict[str, Any]:
     """Every row a partition's pairs need is in this block: score them with the
     single-machine code. ``kind="estimate"``: the fraction of equal signature entries
-    (:func:`~ctxkit.dedup.minhash.estimate_jaccard`); ``"exact"``: the exact Jaccard of the
-    two texts' shingle sets (:func:`~ctxkit.dedup.minhash.pair_jaccard`)."""
-    from ctxkit.dedup.minhash import estimate_jaccard, hash_values, pair_jaccard, shingle_sets
+    (:func:`~ctxkit.deduplication.minhash.estimate_jaccard`); ``"exact"``: the exact Jaccard of the
+    two texts' shingle sets (:func:`~ctxkit.deduplication.minhash.pair_jaccard`)."""
+    from ctxkit.deduplication.minhash import (
+        estimate_jaccard,
+        hash_values,
+        pair_jaccard,
+        shingle_sets,
+    )
 
     p = plan.get()
     part = np.asarray(batch["part"], dtype=np.int64)
@@ -287,9 +293,9 @@ def minhash_dedup(
         [-1, 0]
     """
     ray = require_ray()
-    from ctxkit.dedup.minhash import DEFAULT_THRESHOLD, choose_bands, verify_margin
-    from ctxkit.dedup.result import result_from_representatives
-    from ctxkit.dedup.unionfind import connected_components, keep_priority, representatives
+    from ctxkit.deduplication.minhash import DEFAULT_THRESHOLD, choose_bands, verify_margin
+    from ctxkit.deduplication.result import result_from_representatives
+    from ctxkit.deduplication.unionfind import connected_components, keep_priority, representatives
 
     threshold = DEFAULT_THRESHOLD if threshold is None else float(threshold)
     if not 0.0 < threshold <= 1.0:
@@ -373,7 +379,7 @@ def minhash_dedup(
 
 
 def _empty(ray: Any, indexed: Any, threshold: float, bands: int, rows: int, num_perm: int):
-    from ctxkit.dedup.result import result_from_representatives
+    from ctxkit.deduplication.result import result_from_representatives
 
     info = {"method": "minhash", "threshold": threshold, "num_perm": int(num_perm),
             "bands": int(bands), "rows": int(rows), "candidates": 0, "verified": 0,

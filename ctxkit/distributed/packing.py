@@ -1,6 +1,6 @@
 """Packing a Ray dataset of token sequences into windows of ``capacity`` tokens.
 
-Two modes, both on :func:`ctxkit.pack.plan.pack_lengths` (the single-machine planner):
+Two modes, both on :func:`ctxkit.packing.plan.pack_lengths` (the single-machine planner):
 
 - ``mode="global"`` (two passes): collect every sequence's length on the driver (8 bytes per
   document: 100 M documents are 800 MB), plan all of them at once, broadcast the plan, then
@@ -117,7 +117,7 @@ def _pack_block(
     batch: dict[str, np.ndarray], column: str, tokens: bool, capacity: int, strategy: str,
     overflow: str,
 ) -> dict[str, Any]:
-    from ctxkit.pack.plan import pack_lengths
+    from ctxkit.packing.plan import pack_lengths
 
     rows = np.asarray(batch[ROW], dtype=np.int64)
     values = batch[column]
@@ -201,7 +201,7 @@ def pack(
 
     ``column`` holds token-id lists (windows then carry the concatenated tokens) or integer
     lengths (windows list their rows only). ``strategy`` is any of
-    :data:`ctxkit.pack.plan.STRATEGIES` that places whole sequences (``bfd``, ``ffd``,
+    :data:`ctxkit.packing.plan.STRATEGIES` that places whole sequences (``bfd``, ``ffd``,
     ``greedy``, ``optimal``); ``overflow`` is ``"error"`` (naming the row), ``"truncate"``
     or ``"drop"`` (reported in ``skipped``). ``mode`` is ``"global"`` (two-pass plan on the
     driver) or ``"block"`` (per block, or per ``block_rows`` rows; see the module docs).
@@ -214,7 +214,7 @@ def pack(
         1
     """
     ray = require_ray()
-    from ctxkit.pack.plan import STRATEGIES, pack_lengths
+    from ctxkit.packing.plan import STRATEGIES, pack_lengths
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")

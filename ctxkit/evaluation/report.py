@@ -1,20 +1,32 @@
-"""Rendering an :class:`~ctxkit.evaluate.EvalReport` as Markdown and PNG plots.
+"""Rendering an evaluation report (:class:`~ctxkit.evaluation.harness.EvalReport`) as Markdown
+and PNG plots.
 
-Kept apart from ``evaluate`` so the measuring code never imports matplotlib.
+Kept apart from the harness so the measuring code never imports matplotlib. Plots draw on
+``matplotlib.figure.Figure`` objects directly: no pyplot state and no backend switch in the
+caller's process.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ctxkit.evaluate import EvalReport
+from ctxkit.io.records import atomic_write
 
 __all__ = ["render_markdown", "plot_report"]
+
+
+class EvalReport(Protocol):
+    """What rendering reads from a report (the harness's ``EvalReport`` has all of it)."""
+
+    dataset: dict[str, Any]
+    sections: dict[str, dict[str, Any]]
+    notes: dict[str, str]
+    lengths: np.ndarray
+    extra_arrays: dict[str, np.ndarray]
 
 
 def _fmt(value: Any) -> str:
@@ -104,12 +116,7 @@ def _is_method_map(value: Any) -> bool:
 
 def plot_report(report: EvalReport, directory: Path) -> list[Path]:
     """One PNG per section with something to draw; returns the written paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ctxkit.records import atomic_write
+    from matplotlib.figure import Figure
 
     directory.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -119,13 +126,13 @@ def plot_report(report: EvalReport, directory: Path) -> list[Path]:
         fig.tight_layout()
         with atomic_write(path, "wb") as fh:
             fig.savefig(fh, format="png", dpi=110)
-        plt.close(fig)
         written.append(path)
 
     capacity = report.dataset.get("capacity")
     lengths = report.lengths
     if "lengths" in report.sections and lengths.size:
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig = Figure(figsize=(7, 4))
+        ax = fig.subplots()
         top = max(int(lengths.max()), 1)
         ax.hist(lengths, bins=min(60, top), color="#4C72B0")
         if capacity:
@@ -141,7 +148,8 @@ def plot_report(report: EvalReport, directory: Path) -> list[Path]:
         names = list(util["methods"])
         values = [util["methods"][n]["utilization"] * 100 for n in names]
         windows = [util["methods"][n]["windows"] for n in names]
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig = Figure(figsize=(7, 4))
+        ax = fig.subplots()
         bars = ax.barh(names, values, color="#55A868")
         for bar, w in zip(bars, windows, strict=False):
             ax.text(bar.get_width() + 0.5, bar.get_y() + bar.get_height() / 2,
@@ -159,7 +167,8 @@ def plot_report(report: EvalReport, directory: Path) -> list[Path]:
         removed = [red["methods"][n]["removed_share"] * 100 for n in names]
         saved = [red["methods"][n]["tokens_saved_share"] * 100 for n in names]
         x = np.arange(len(names))
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig = Figure(figsize=(7, 4))
+        ax = fig.subplots()
         ax.bar(x - 0.2, removed, 0.4, label="texts removed", color="#8172B2")
         ax.bar(x + 0.2, saved, 0.4, label="tokens saved", color="#CCB974")
         ax.set_xticks(x, names)
@@ -170,7 +179,8 @@ def plot_report(report: EvalReport, directory: Path) -> list[Path]:
 
     dens = report.sections.get("density")
     if dens and "score_before" in report.extra_arrays and report.extra_arrays["score_before"].size:
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig = Figure(figsize=(7, 4))
+        ax = fig.subplots()
         before = report.extra_arrays["score_before"]
         after = report.extra_arrays.get("score_after")
         bins = np.linspace(min(before.min(), 0), max(before.max(), 1e-9), 40)
@@ -187,7 +197,8 @@ def plot_report(report: EvalReport, directory: Path) -> list[Path]:
     if emb and emb.get("methods"):
         names = list(emb["methods"])
         rates = [emb["methods"][n]["texts_per_s"] for n in names]
-        fig, ax = plt.subplots(figsize=(7, 3.5))
+        fig = Figure(figsize=(7, 3.5))
+        ax = fig.subplots()
         ax.barh(names, rates, color="#64B5CD")
         ax.set_xlabel("texts per second (higher is better)")
         ax.set_title(f"Embedding throughput on {emb.get('sample', '?')} texts")

@@ -12,7 +12,7 @@ than one shingle (fewer than ``n`` characters or words, but not empty) is one sh
 itself, so one-word texts still match each other; an empty text has no shingles.
 
 :func:`shingle_hash` computes the same value for one shingle in plain Python, so a datasketch
-``MinHash(hashfunc=...)`` can be fed ctxkit's shingles (see ``ctxkit.dedup.minhash``).
+``MinHash(hashfunc=...)`` can be fed ctxkit's shingles (see ``ctxkit.deduplication.minhash``).
 
 Example:
     >>> h, offsets = shingle_hashes(["abcdef", "abcdefg", ""], n=5)

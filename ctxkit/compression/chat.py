@@ -43,10 +43,10 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.density import near_duplicates
-from ctxkit.prune import check_budget, compress, unit_scores
-from ctxkit.scorers import Scorer, get_scorer
-from ctxkit.tokenize import Tokenizer, resolve_tokenizer
+from ctxkit.compression.density import near_duplicates
+from ctxkit.compression.prune import check_budget, compress, unit_scores
+from ctxkit.compression.scorers import Scorer, get_scorer
+from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = ["ChatCompression", "MessageChange", "compress_chat", "count_chat_tokens"]
 

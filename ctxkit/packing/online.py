@@ -9,7 +9,7 @@ a plain "pack each block of 1,000" (TRL's behaviour) lacks: there every block le
 half-empty windows behind.
 
 Items are identified by their position in the stream; each emitted window lists its
-``(stream index, start, stop)`` token ranges like :meth:`ctxkit.pack.plan.PackPlan.segments`,
+``(stream index, start, stop)`` token ranges like :meth:`ctxkit.packing.plan.PackPlan.segments`,
 plus the stream elements themselves so a caller can collate them directly.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.pack.plan import OVERFLOW_POLICIES, pack_lengths
+from ctxkit.packing.plan import OVERFLOW_POLICIES, pack_lengths
 
 __all__ = ["OnlinePacker", "StreamWindow", "pack_stream"]
 

@@ -1,6 +1,6 @@
 """Packing plans: which input goes into which context window, computed on integer lengths only.
 
-A plan never touches tokens; collation (``ctxkit.pack.collate``) turns it into tensors. Lengths
+A plan never touches tokens; collation (``ctxkit.packing.collate``) turns it into tensors. Lengths
 are the *final* lengths (collation adds any separator before asking for a plan).
 
 Strategies
@@ -24,7 +24,7 @@ Strategies
     Concatenate every input in order and cut every ``capacity`` tokens, as pretraining does.
     Windows are full (except the last) and inputs are cut across windows: see ``pieces``.
 ``optimal``
-    Cutting stock on the length histogram (:mod:`ctxkit.pack.optimal`): a sequential exact
+    Cutting stock on the length histogram (:mod:`ctxkit.packing.optimal`): a sequential exact
     fill (the fullest window the remaining lengths allow, repeated as often as the counts
     permit), then, unless that already reaches ``ceil(total / capacity)``, Gilmore-Gomory
     column generation with HiGHS seeded by it, several roundings and BFD repair of leftovers.
@@ -40,7 +40,7 @@ blocks of 1,000 examples. Every block ends with its own partly filled windows, s
 a lower bound of 27. ctxkit plans on the lengths of the *whole* dataset at once: a plan for
 1,000,000 lengths is a few arrays of integers and takes well under a second, so there is no
 reason to cut the data into blocks, and only the very last windows of the whole dataset can be
-partly filled. For data that does not fit in memory, :mod:`ctxkit.pack.online` packs a stream
+partly filled. For data that does not fit in memory, :mod:`ctxkit.packing.online` packs a stream
 with a bounded buffer and reports what that costs against the global plan.
 
 Overflow (inputs longer than ``capacity``)
@@ -55,12 +55,14 @@ dropped inputs are listed on the plan; zero-length inputs are never placed and a
 
 from __future__ import annotations
 
-import bisect
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ctxkit.packing.binpack import bfd, ffd, next_fit
+from ctxkit.packing.optimal import optimal_assign
 
 __all__ = [
     "OVERFLOW_POLICIES",
@@ -247,189 +249,6 @@ def _validate(lengths, capacity: int, strategy: str, overflow: str) -> np.ndarra
     return arr
 
 
-# --------------------------------------------------------------------------- bin assignment
-# Each function takes item sizes (int64, all in 1..capacity) and returns (order, bin_of):
-# ``order`` lists item ids in placement order and ``bin_of[k]`` is the window of ``order[k]``.
-
-
-def _order_desc(sizes: np.ndarray, capacity: int) -> np.ndarray:
-    """Item ids by decreasing size, ties in input order (a radix sort on small integers)."""
-    key = capacity - sizes
-    key = key.astype(np.int16 if capacity < 2**15 else np.int32)
-    return np.argsort(key, kind="stable")
-
-
-def _new_bins(
-    first: int, size: int, count: int, capacity: int
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Open windows for ``count`` items of ``size``: (bin per item, free space per new bin)."""
-    per = capacity // size
-    n_new = -(-count // per)
-    ids = np.arange(first, first + n_new, dtype=np.int64)
-    assign = np.repeat(ids, per)[:count]
-    free = np.full(n_new, capacity - per * size, np.int64)
-    free[-1] = capacity - (count - (n_new - 1) * per) * size
-    return assign, free, n_new
-
-
-def _bfd(
-    sizes: np.ndarray, capacity: int, open_free: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Best-fit decreasing; ``open_free`` gives windows already open (ids 0..), by free space."""
-    order = _order_desc(sizes, capacity)
-    counts = np.bincount(sizes, minlength=capacity + 1)
-    uniq = np.flatnonzero(counts)
-    counts = counts[uniq]
-    n_level = np.zeros(capacity + 1, np.int64)  # open windows per amount of free space
-    members: dict[int, list[np.ndarray]] = {}  # their ids, in chunks (sparse: long windows)
-    # Sorted free-space levels that may hold windows (entries whose count dropped to 0 stay
-    # until the next compaction), so finding the levels >= s never scans empty levels: this
-    # keeps long windows (128k, 1M tokens) as fast as short ones.
-    occ: list[int] = []
-    pending: list[int] = []  # levels that became occupied since the last merge
-    bin_of = np.empty(sizes.size, np.int64)
-    pos = n_bins = 0
-
-    def take_level(r: int) -> np.ndarray:
-        chunks = members.pop(r)
-        ids = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
-        n_level[r] = 0
-        return ids
-
-    def put(r: int, ids: np.ndarray) -> None:
-        if r > 0 and ids.size:
-            if not n_level[r]:
-                pending.append(r)
-            members.setdefault(r, []).append(ids)
-            n_level[r] += ids.size
-
-    def merge(occ: list[int]) -> list[int]:
-        if len(occ) > 64 and len(occ) > 2 * len(members):
-            return sorted(members)  # drop stale entries (members holds the occupied levels)
-        for r in pending:
-            i = bisect.bisect_left(occ, r)
-            if i == len(occ) or occ[i] != r:
-                occ.insert(i, r)
-        return occ
-
-    if open_free is not None and open_free.size:
-        n_bins = open_free.size
-        ids = np.arange(n_bins, dtype=np.int64)
-        by_free = np.argsort(open_free, kind="stable")
-        bounds = np.flatnonzero(np.diff(open_free[by_free])) + 1
-        for group in np.split(ids[by_free], bounds):
-            put(int(open_free[group[0]]), group)
-
-    for s, k in zip(uniq[::-1].tolist(), counts[::-1].tolist()):
-        if pending:
-            occ = merge(occ)
-            pending.clear()
-        left = k
-        parts: list[np.ndarray] = []
-        at, width = bisect.bisect_left(occ, s), 16
-        # Visit free-space levels >= s in increasing order; every window there takes r // s.
-        while left and at < len(occ):
-            levels = np.array(occ[at : at + width], np.int64)
-            at += width
-            width *= 4
-            levels = levels[n_level[levels] > 0]
-            if not levels.size:
-                continue
-            per = levels // s
-            cum = np.cumsum(n_level[levels] * per)
-            j = int(np.searchsorted(cum, left))  # first level that cannot be fully used
-            for r, q in zip(levels[: min(j, levels.size)].tolist(), per[:j].tolist()):
-                ids = take_level(r)
-                parts.append(np.repeat(ids, q))
-                put(r - q * s, ids)
-            if j < levels.size:
-                r, q = int(levels[j]), int(per[j])
-                rest = left - (int(cum[j - 1]) if j else 0)
-                ids = take_level(r)
-                full, extra = divmod(rest, q)
-                parts.append(np.repeat(ids[:full], q))
-                put(r - q * s, ids[:full])
-                if extra:
-                    parts.append(np.repeat(ids[full : full + 1], extra))
-                    put(r - extra * s, ids[full : full + 1])
-                put(r, ids[full + (1 if extra else 0) :])
-                left = 0
-            else:
-                left -= int(cum[-1])
-        if left:
-            assign, free, n_new = _new_bins(n_bins, s, left, capacity)
-            parts.append(assign)
-            ids = np.arange(n_bins, n_bins + n_new, dtype=np.int64)
-            n_bins += n_new
-            # all new windows but the last share one free-space level
-            put(int(free[0]), ids[:-1])
-            put(int(free[-1]), ids[-1:])
-        bin_of[pos : pos + k] = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        pos += k
-    return order, bin_of
-
-
-_BLOCK = 512
-
-
-def _ffd(sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
-    order = _order_desc(sizes, capacity)
-    counts = np.bincount(sizes, minlength=capacity + 1)
-    uniq = np.flatnonzero(counts)
-    counts = counts[uniq]
-    n = sizes.size
-    free = np.zeros(n + _BLOCK, np.int64)  # free space per window, in opening order
-    block_max = np.zeros(n // _BLOCK + 2, np.int64)  # largest free space per block of windows
-    bin_of = np.empty(n, np.int64)
-    pos = n_bins = 0
-    for s, k in zip(uniq[::-1].tolist(), counts[::-1].tolist()):
-        left = k
-        parts: list[np.ndarray] = []
-        n_blocks = -(-n_bins // _BLOCK)
-        for b in np.flatnonzero(block_max[:n_blocks] >= s).tolist():
-            lo, hi = b * _BLOCK, min((b + 1) * _BLOCK, n_bins)
-            seg = free[lo:hi]
-            per = seg // s  # first fit: each window in order takes all it can
-            cum = np.cumsum(per)
-            if cum[-1] >= left:
-                j = int(np.searchsorted(cum, left))
-                per = per.copy()
-                per[j] = left - (int(cum[j - 1]) if j else 0)
-                per[j + 1 :] = 0
-                left = 0
-            else:
-                left -= int(cum[-1])
-            parts.append(np.repeat(np.arange(lo, hi, dtype=np.int64), per))
-            seg -= per * s
-            block_max[b] = seg.max()
-            if not left:
-                break
-        if left:
-            assign, new_free, n_new = _new_bins(n_bins, s, left, capacity)
-            parts.append(assign)
-            free[n_bins : n_bins + n_new] = new_free
-            first_block, last_block = n_bins // _BLOCK, (n_bins + n_new - 1) // _BLOCK
-            n_bins += n_new
-            for b in range(first_block, last_block + 1):
-                block_max[b] = free[b * _BLOCK : min((b + 1) * _BLOCK, n_bins)].max()
-        bin_of[pos : pos + k] = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        pos += k
-    return order, bin_of
-
-
-def _next_fit(sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
-    ends = np.cumsum(sizes)
-    # A window opened at item i runs up to the first item whose end passes start_i + capacity.
-    nxt = np.searchsorted(ends, ends - sizes + capacity, side="right").tolist()
-    firsts, i, n = [], 0, sizes.size
-    while i < n:  # one step per window, not per item
-        firsts.append(i)
-        i = nxt[i]
-    opened = np.zeros(n, np.int64)
-    opened[firsts] = 1
-    return np.arange(n, dtype=np.int64), np.cumsum(opened) - 1
-
-
 def assign_bins(sizes, capacity: int, strategy: str = "bfd") -> tuple[np.ndarray, np.ndarray]:
     """Low-level: assign items of ``sizes`` (each in ``1..capacity``) to windows.
 
@@ -448,15 +267,13 @@ def assign_bins(sizes, capacity: int, strategy: str = "bfd") -> tuple[np.ndarray
     if sizes.min() < 1 or sizes.max() > capacity:
         raise ValueError("assign_bins needs sizes in 1..capacity")
     if strategy == "bfd":
-        return _bfd(sizes, capacity)
+        return bfd(sizes, capacity)
     if strategy == "ffd":
-        return _ffd(sizes, capacity)
+        return ffd(sizes, capacity)
     if strategy == "greedy":
-        return _next_fit(sizes, capacity)
+        return next_fit(sizes, capacity)
     if strategy == "optimal":
-        from ctxkit.pack.optimal import optimal_assign
-
-        return optimal_assign(sizes, capacity, fallback=_bfd(sizes, capacity))
+        return optimal_assign(sizes, capacity, fallback=bfd(sizes, capacity))
     raise ValueError(f"assign_bins does not do strategy {strategy!r}")
 
 

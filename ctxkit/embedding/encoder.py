@@ -11,11 +11,11 @@ How a call runs:
 1. Texts are tokenised with the model's own tokenizer, truncated to ``max_seq_length``
    exactly as sentence-transformers does (``truncation="longest_first"``). Empty texts become
    ``[CLS] [SEP]`` as there; over-long texts are truncated and counted.
-2. :func:`ctxkit.pack.plan.pack_lengths` (best-fit decreasing) packs the token lengths into
+2. :func:`ctxkit.packing.plan.pack_lengths` (best-fit decreasing) packs the token lengths into
    rows. Rows are ``max_seq_length`` long, or shorter when that is cheaper (below).
 3. Rows are grouped into forward passes of about ``batch_tokens`` token slots, so a batch of
    short texts and a batch of long texts cost the same and every matrix multiply is large.
-4. The model's encoder runs on the flat tokens (see :mod:`ctxkit.embed_model`); pooling
+4. The model's encoder runs on the flat tokens (see :mod:`ctxkit.embedding.model`); pooling
    (mean, CLS, max, mean-sqrt-len, weighted mean, last token) runs per segment, then the
    model's own modules after pooling (``Dense``, ``Normalize``).
 
@@ -90,15 +90,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ctxkit.embed_model import (
+from ctxkit.embedding.model import (
     Backbone,
     block_attention,
     flash_varlen_fn,
     load_backbone,
     varlen_attention,
 )
-from ctxkit.embed_ops import RowBatch, additive_mask, build_batch, pool_segments, varlen_inputs
-from ctxkit.pack.plan import pack_lengths
+from ctxkit.embedding.ops import RowBatch, additive_mask, build_batch, pool_segments, varlen_inputs
+from ctxkit.packing.plan import pack_lengths
 
 __all__ = ["EncodeStats", "PackedEncoder", "Tokenized", "choose_rows"]
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.dedup.normalize import Normalization
-from ctxkit.dedup.pipeline import _methods, dedup
+from ctxkit.deduplication.normalize import Normalization
+from ctxkit.deduplication.pipeline import _methods, dedup
 
 __all__ = ["MessageDedup", "dedup_messages", "is_acknowledgement"]
 

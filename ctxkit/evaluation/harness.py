@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit.evaluation.report import plot_report, render_markdown
+
 __all__ = ["EvalReport", "evaluate", "SECTIONS"]
 
 SECTIONS = ("lengths", "utilization", "redundancy", "density", "embedding")
@@ -64,14 +66,10 @@ class EvalReport:
         return json.dumps(self.to_dict(), indent=indent, default=_jsonable)
 
     def to_markdown(self, plots: Sequence[str] = ()) -> str:
-        from ctxkit.report import render_markdown
-
         return render_markdown(self, plots)
 
     def plot(self, directory: str | Path) -> list[Path]:
         """Write one PNG per section that has something to draw; returns their paths."""
-        from ctxkit.report import plot_report
-
         return plot_report(self, Path(directory))
 
 
@@ -109,8 +107,8 @@ def lengths_section(lengths: np.ndarray, capacity: int) -> dict[str, Any]:
 def utilization_section(
     lengths: np.ndarray, capacity: int, strategies: Sequence[str], seed: int | None
 ) -> dict[str, Any]:
-    from ctxkit.pack.batching import length_grouped_batches
-    from ctxkit.pack.plan import pack_lengths
+    from ctxkit.packing.batching import length_grouped_batches
+    from ctxkit.packing.plan import pack_lengths
 
     fitted = np.minimum(lengths[lengths > 0], capacity)  # truncate, as a trainer would
     real = int(fitted.sum())
@@ -147,7 +145,7 @@ def redundancy_section(
     seed: int | None,
 ) -> tuple[dict[str, Any], np.ndarray]:
     """Dedup figures per cumulative method chain; also returns the final keep mask."""
-    from ctxkit.dedup import dedup
+    from ctxkit.deduplication.pipeline import dedup
 
     total_tokens = int(lengths.sum())
     out: dict[str, dict[str, Any]] = {}
@@ -169,7 +167,7 @@ def redundancy_section(
             "seconds": time.perf_counter() - t0,
         }
         keep_mask = res.duplicate_of < 0
-    from ctxkit.dedup import DEFAULT_THRESHOLDS
+    from ctxkit.deduplication.pipeline import DEFAULT_THRESHOLDS
 
     used = {m: threshold if threshold is not None else DEFAULT_THRESHOLDS[m]
             for m in methods if m in DEFAULT_THRESHOLDS}
@@ -184,8 +182,8 @@ def density_section(
     texts: Sequence[str], tok: Any, keep_mask: np.ndarray, compress_sample: int, seed: int | None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Density distributions for all texts, the dedup survivors, and compressed texts."""
-    from ctxkit.density import text_densities
-    from ctxkit.prune import compress
+    from ctxkit.compression.density import text_densities
+    from ctxkit.compression.prune import compress
 
     # per-text metrics only: the redundancy section has already done the dedup pass
     per_text = text_densities(texts, tokenizer=tok)
@@ -228,7 +226,7 @@ def density_section(
 
 def embedding_section(texts: Sequence[str], sample: int, seed: int | None) -> dict[str, Any]:
     """Packed vs padded (sentence-transformers) embedding of a seeded sample of texts."""
-    from ctxkit.embed import PackedEncoder
+    from ctxkit.embedding.encoder import PackedEncoder
 
     rng = np.random.default_rng(seed)
     chosen = sorted(rng.permutation(len(texts))[:sample].tolist())
@@ -293,7 +291,7 @@ def evaluate(
         >>> rep.sections["lengths"]["tokens"]
         12
     """
-    from ctxkit.tokenize import resolve_tokenizer
+    from ctxkit.io.tokenizers import resolve_tokenizer
 
     unknown = set(sections) - set(SECTIONS)
     if unknown:

@@ -30,8 +30,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ctxkit.dedup.result import DedupResult, result_from_representatives
-from ctxkit.dedup.unionfind import connected_components, keep_priority, representatives
+from ctxkit.deduplication.result import DedupResult, result_from_representatives
+from ctxkit.deduplication.unionfind import connected_components, keep_priority, representatives
 
 __all__ = [
     "PARTITIONS",
@@ -57,7 +57,7 @@ class Encoder(Protocol):
 def default_encoder(device: str = "auto") -> Encoder:
     """The bundled all-MiniLM-L6-v2 as a :class:`ctxkit.PackedEncoder` (packed passes, equal
     to ``SentenceTransformer.encode``; CUDA when present), cached per device."""
-    from ctxkit.embed import PackedEncoder
+    from ctxkit.embedding.encoder import PackedEncoder
 
     return PackedEncoder(device=device)
 

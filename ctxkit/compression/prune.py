@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.density import near_duplicates
-from ctxkit.scorers import Scorer, atoms, get_scorer, is_protected
-from ctxkit.tokenize import Tokenizer, resolve_tokenizer
+from ctxkit.compression.density import near_duplicates
+from ctxkit.compression.scorers import Scorer, atoms, get_scorer, is_protected
+from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = [
     "GRANULARITIES",

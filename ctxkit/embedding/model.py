@@ -33,7 +33,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ctxkit.embed_ops import POOLING_MODES, varlen_attention_reference
+from ctxkit.embedding.ops import POOLING_MODES, varlen_attention_reference
 
 __all__ = ["Backbone", "flash_varlen_fn", "load_backbone", "resolve_device", "resolve_dtype"]
 
@@ -275,7 +275,7 @@ def load_backbone(model: Any, device: str | torch.device = "auto",
     dev = resolve_device(device)
     if model is None or isinstance(model, (str, Path)):
         if model is None:
-            from ctxkit.tokenize import minilm_path
+            from ctxkit.io.tokenizers import minilm_path
 
             model = minilm_path()
         path = Path(model).expanduser()

@@ -289,7 +289,7 @@ def _fit_idf(corpus: Sequence[str]) -> tuple[dict[str, float], float]:
 
 @functools.lru_cache(maxsize=1)
 def _encoder():
-    from ctxkit.embed import PackedEncoder
+    from ctxkit.embedding.encoder import PackedEncoder
 
     return PackedEncoder()  # the bundled all-MiniLM-L6-v2, packed passes, GPU when present
 

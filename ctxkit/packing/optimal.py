@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ctxkit.packing.binpack import bfd, order_desc
+
 __all__ = ["CuttingStock", "cutting_stock", "optimal_assign"]
 
 
@@ -40,7 +42,7 @@ __all__ = ["CuttingStock", "cutting_stock", "optimal_assign"]
 class CuttingStock:
     """An integer packing found by column generation and rounding.
 
-    ``order``/``bin_of`` as in :func:`ctxkit.pack.plan.assign_bins`; ``lp_value`` is the value
+    ``order``/``bin_of`` as in :func:`ctxkit.packing.plan.assign_bins`; ``lp_value`` is the value
     of the last restricted LP, ``lp_bound`` a proven lower bound on the number of windows
     (``ceil`` of the Farley bound, or of the LP when it was solved to optimality).
     """
@@ -285,8 +287,6 @@ def _assign(
     type_of: np.ndarray, rank: np.ndarray, capacity: int,
 ) -> np.ndarray:
     """Window of every item from (pattern, count) pairs; items no pattern took go in by BFD."""
-    from ctxkit.pack.plan import _bfd
-
     keep = use > 0
     pats, use = pats[keep], use[keep]
     n_fixed = int(use.sum())
@@ -314,7 +314,7 @@ def _assign(
     rest = np.flatnonzero(~placed)
     if rest.size:
         sizes = w[type_of[rest]]
-        order_r, bin_r = _bfd(sizes, capacity, open_free=capacity - filled[used])
+        order_r, bin_r = bfd(sizes, capacity, open_free=capacity - filled[used])
         bin_of[rest[order_r]] = bin_r
     # placement order: by window, then by decreasing length inside a window
     return bin_of
@@ -322,9 +322,7 @@ def _assign(
 
 def _window_order(bin_of: np.ndarray, sizes: np.ndarray, capacity: int) -> np.ndarray:
     """Items by window, longest first inside a window."""
-    from ctxkit.pack.plan import _order_desc
-
-    desc = _order_desc(sizes, capacity)
+    desc = order_desc(sizes, capacity)
     return desc[np.argsort(bin_of[desc], kind="stable")]
 
 

@@ -1,6 +1,6 @@
 """Collation: turn a packing plan into training tensors without cross-contamination.
 
-:func:`pack` plans on integer lengths (:func:`ctxkit.pack.plan.pack_lengths`) and then
+:func:`pack` plans on integer lengths (:func:`ctxkit.packing.plan.pack_lengths`) and then
 collates the token ids into one of two layouts:
 
 - ``"padded"``: ``[rows, capacity]`` arrays, each row one context window holding whole segments
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.pack.plan import PackPlan, pack_lengths
+from ctxkit.packing.plan import PackPlan, pack_lengths
 
 __all__ = [
     "IGNORE_INDEX",

@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.scorers import Scorer, get_scorer
-from ctxkit.tokenize import Tokenizer, resolve_tokenizer
+from ctxkit.compression.scorers import Scorer, get_scorer
+from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = ["DensityReport", "TextDensity", "density", "near_duplicates", "text_densities"]
 
@@ -159,7 +159,7 @@ def near_duplicates(texts: Sequence[str], threshold: float = 0.8) -> list[int]:
         ...                  "The cat sat on the mat today!"])
         [-1, 0, -1, 2]
     """
-    from ctxkit.dedup import dedup
+    from ctxkit.deduplication.pipeline import dedup
 
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
@@ -258,7 +258,7 @@ def text_densities(
 
 
 def _novelty(texts: list[str]) -> list[float]:
-    from ctxkit.scorers import embed
+    from ctxkit.compression.scorers import embed
 
     if len(texts) == 1:
         return [1.0]

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.pack.collate import LAYOUTS, PackedBatch, pack_arrays
+from ctxkit.packing.collate import LAYOUTS, PackedBatch, pack_arrays
 
 __all__ = ["pack_dataset", "packed_rows", "packed_table"]
 
@@ -70,7 +70,7 @@ def packed_table(batch: PackedBatch, ids: Sequence[Any] | None = None):
     each segment within its input, separator included).
 
     Example:
-        >>> from ctxkit.pack.collate import pack
+        >>> from ctxkit.packing.collate import pack
         >>> t = packed_table(pack([[1, 2], [3]], capacity=4), ids=["a", "b"])
         >>> t.column("source_ids").to_pylist(), t.column("seq_lengths").to_pylist()
         ([['a', 'b']], [[2, 1]])
@@ -147,7 +147,7 @@ def pack_dataset(
     column when present. Returns a ``datasets.Dataset`` with one row per window: ``input_ids``,
     ``labels``, ``position_ids``, ``segment_ids``, ``seq_lengths``, ``source_ids``,
     ``source_ranges`` (see :func:`packed_table`). With ``return_batch=True`` also returns the
-    :class:`~ctxkit.pack.collate.PackedBatch` (its report: windows, lower bound, utilization,
+    :class:`~ctxkit.packing.collate.PackedBatch` (its report: windows, lower bound, utilization,
     split/truncated/dropped/empty inputs).
 
     Example:

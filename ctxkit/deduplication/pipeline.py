@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.dedup.result import DedupResult, combine_stages
+from ctxkit.deduplication.result import DedupResult, combine_stages
 
 __all__ = ["DEFAULT_THRESHOLDS", "METHODS", "dedup"]
 
@@ -19,15 +19,15 @@ DEFAULT_THRESHOLDS = {"minhash": 0.5, "semantic": 0.9}
 
 def _stage(name: str) -> Callable[..., DedupResult]:
     if name == "exact":
-        from ctxkit.dedup.exact import exact_dedup
+        from ctxkit.deduplication.exact import exact_dedup
 
         return exact_dedup
     if name == "minhash":
-        from ctxkit.dedup.minhash import minhash_dedup
+        from ctxkit.deduplication.minhash import minhash_dedup
 
         return minhash_dedup
     if name == "semantic":
-        from ctxkit.dedup.semantic import semantic_dedup
+        from ctxkit.deduplication.semantic import semantic_dedup
 
         return semantic_dedup
     raise ValueError(f"unknown dedup method {name!r}; choose from {METHODS}")
@@ -105,7 +105,7 @@ def dedup(
     norm_keys = {"nfkc", "case", "whitespace", "punctuation"} & set(options)
     if norm_keys:
         # Shorthand for the normalization shared by exact and MinHash.
-        from ctxkit.dedup.normalize import Normalization
+        from ctxkit.deduplication.normalize import Normalization
 
         base = options.pop("normalization", None) or Normalization()
         options["normalization"] = base.with_options(**{k: options.pop(k) for k in norm_keys})

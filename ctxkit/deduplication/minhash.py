@@ -24,8 +24,8 @@ default SHA1 hash over raw character shingles), hash the same way and wrap the r
 The building blocks are plain functions on numpy arrays, so they run unchanged inside a
 Ray ``map_batches`` (and give identical results for the same seed):
 :func:`signatures` -> :func:`band_keys` -> :func:`candidate_pairs` -> :func:`verify_pairs`
-(or :func:`verify_pairs_exact`) -> :func:`ctxkit.dedup.unionfind.connected_components`
--> :func:`ctxkit.dedup.unionfind.representatives`.
+(or :func:`verify_pairs_exact`) -> :func:`ctxkit.deduplication.unionfind.connected_components`
+-> :func:`ctxkit.deduplication.unionfind.representatives`.
 
 Example:
     >>> texts = ["The quick brown fox jumps over the lazy dog.",
@@ -47,9 +47,9 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.dedup.normalize import Normalization, codepoints_to_texts, normalized_codepoints
-from ctxkit.dedup.result import DedupResult, result_from_representatives
-from ctxkit.dedup.shingle import (
+from ctxkit.deduplication.normalize import Normalization, codepoints_to_texts, normalized_codepoints
+from ctxkit.deduplication.result import DedupResult, result_from_representatives
+from ctxkit.deduplication.shingle import (
     _P_CHAR,
     _P_WORD,
     _ngrams,
@@ -59,7 +59,7 @@ from ctxkit.dedup.shingle import (
     shingle_hash,
     shingles,
 )
-from ctxkit.dedup.unionfind import connected_components, keep_priority, representatives
+from ctxkit.deduplication.unionfind import connected_components, keep_priority, representatives
 
 __all__ = [
     "SCHEMES",
@@ -184,7 +184,7 @@ def hash_values(
     """Per-shingle hash values of every text, as datasketch's ``hashfunc`` would return them.
 
     ``hashfunc="fast"`` is the vectorized 64-bit polynomial hash of
-    :mod:`ctxkit.dedup.shingle` (its top 32 bits for ``affine32``); ``"sha1"`` is
+    :mod:`ctxkit.deduplication.shingle` (its top 32 bits for ``affine32``); ``"sha1"`` is
     datasketch's default ``sha1_hash32``/``sha1_hash64`` of each UTF-8 shingle (a word
     shingle is its words joined by one space), a Python loop kept for compatibility.
 
@@ -196,7 +196,7 @@ def hash_values(
     cps, offsets = normalized_codepoints(texts, normalization)
     if hashfunc == "sha1":
         return _sha1_values(codepoints_to_texts(cps, offsets), ngram, unit, width)
-    from ctxkit.dedup.shingle import _check
+    from ctxkit.deduplication.shingle import _check
 
     _check(ngram, unit)
     if unit == "char":
@@ -277,7 +277,7 @@ def signatures(
 ) -> np.ndarray:
     """MinHash signatures of raw texts, ``[len(texts), num_perm]`` (uint32 for ``affine32``).
 
-    Texts are normalized (see :class:`~ctxkit.dedup.normalize.Normalization`), shingled into
+    Texts are normalized (see :class:`~ctxkit.deduplication.normalize.Normalization`), shingled into
     ``ngram``-grams of ``unit`` (``"char"`` or ``"word"``) and hashed, ``batch_size`` texts
     at a time, all vectorized. Deterministic for a given ``seed``.
 
@@ -693,12 +693,12 @@ def from_datasketch(minhashes: Sequence[Any]) -> np.ndarray:
 def datasketch_hashfunc(scheme: str = "affine32"):
     """A ``hashfunc`` for ``datasketch.MinHash`` that reproduces ctxkit's fast shingle hash.
 
-    Feed it the shingles of :func:`ctxkit.dedup.shingle.shingles` (strings, or word tuples)
+    Feed it the shingles of :func:`ctxkit.deduplication.shingle.shingles` (strings, or word tuples)
     of the *normalized* text and the datasketch signature equals :func:`signatures`' row.
 
     Example:
         >>> from datasketch import MinHash
-        >>> from ctxkit.dedup.shingle import shingles
+        >>> from ctxkit.deduplication.shingle import shingles
         >>> m = MinHash(num_perm=32, seed=7, hashfunc=datasketch_hashfunc())
         >>> m.update_batch(shingles("hello world", 5))
         >>> bool((m.hashvalues == signatures(["Hello  World"], num_perm=32, seed=7)[0]).all())

@@ -2,7 +2,7 @@
 
 Two texts are duplicates when they are equal after normalization (NFKC, case folding and
 whitespace folding by default, punctuation stripping on request; see
-:mod:`ctxkit.dedup.normalize`). BLAKE2b-128 makes an accidental collision practically
+:mod:`ctxkit.deduplication.normalize`). BLAKE2b-128 makes an accidental collision practically
 impossible (about n**2 / 2**129), so no text comparison is needed afterwards.
 
 :class:`ExactDeduper` does the same one text at a time for streams of any length, keeping
@@ -21,14 +21,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ctxkit.dedup.normalize import (
+from ctxkit.deduplication.normalize import (
     Normalization,
     codepoints_to_texts,
     normalize_text,
     normalized_codepoints,
 )
-from ctxkit.dedup.result import DedupResult, result_from_representatives
-from ctxkit.dedup.unionfind import keep_priority, representatives
+from ctxkit.deduplication.result import DedupResult, result_from_representatives
+from ctxkit.deduplication.unionfind import keep_priority, representatives
 
 __all__ = ["ExactDeduper", "exact_dedup", "text_digests"]
 

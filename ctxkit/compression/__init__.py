@@ -1,0 +1,1 @@
+"""Compression to a token budget: scorers, pruning of text, chat histories, density scores."""

@@ -1,0 +1,1 @@
+"""Packed embedding passes: model loading (``model``), batch ops (``ops``), the encoder."""

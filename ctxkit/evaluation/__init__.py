@@ -1,0 +1,1 @@
+"""The evaluation harness (``harness``) and its Markdown/PNG rendering (``report``)."""

@@ -1,0 +1,1 @@
+"""Input and output at the edges: records (JSONL/JSON/Parquet), tokenizers, chat messages."""
