@@ -45,6 +45,7 @@ import numpy as np
 
 from ctxkit.compression.density import near_duplicates
 from ctxkit.compression.prune import check_budget, compress, unit_scores
+from ctxkit.compression.relevance import spread_to_neighbors
 from ctxkit.compression.scorers import Scorer, get_scorer
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
@@ -207,8 +208,9 @@ def compress_chat(
     keep_system: bool = True,
     query: str | None = None,
     tokenizer: str | Tokenizer = "cl100k_base",
-    scorer: str | Scorer = "idf",
+    scorer: str | Scorer = "embedding",
     *,
+    neighbors: float = 0.3,
     per_message: int = 3,
     reply_priming: int = 3,
     shorten: bool = True,
@@ -218,6 +220,8 @@ def compress_chat(
 ) -> ChatCompression:
     """Fit a chat history into ``budget`` tokens; see the module docstring for the policy.
 
+    ``neighbors``: with a query, each turn's score gains this share of its better neighbour's
+    (:func:`~ctxkit.compression.relevance.spread_to_neighbors`).
     ``min_shortened``: a turn is shortened only when at least this many content tokens remain
     for it (a shorter stub rarely helps); otherwise it is dropped.
     """
@@ -296,6 +300,8 @@ def compress_chat(
     sc = get_scorer(scorer)  # one instance: model-backed scorers load and cache once
     scores, _ = unit_scores(cand_text, np.array([cost[groups[g]].sum() for g in cands]),
                             sc, query, query_weight)
+    if query:  # a fact's question or reply sits beside it: turns borrow from their neighbours
+        scores = spread_to_neighbors(scores, neighbors)
     room = budget - floor - (0 if protected.any() else priming)  # priming once, if any kept
     new_text: dict[int, str] = {}
     for rank in np.argsort(-scores, kind="stable"):
