@@ -216,7 +216,7 @@ def compress_chat(
     shorten: bool = True,
     min_shortened: int = 24,
     dedup_threshold: float = 0.8,
-    query_weight: float = 0.7,
+    query_weight: float = 0.95,
 ) -> ChatCompression:
     """Fit a chat history into ``budget`` tokens; see the module docstring for the policy.
 
@@ -304,13 +304,18 @@ def compress_chat(
         scores = spread_to_neighbors(scores, neighbors)
     room = budget - floor - (0 if protected.any() else priming)  # priming once, if any kept
     new_text: dict[int, str] = {}
-    for rank in np.argsort(-scores, kind="stable"):
-        members = groups[cands[rank]]
-        need = int(cost[members].sum())
-        score = float(scores[rank])
+    order = np.argsort(-scores, kind="stable")
+    # whole turns first, best first; only then are the best of the rest shortened into what is
+    # left, so a shortened turn never crowds out smaller whole ones ranked below it
+    fits = np.zeros(len(order), dtype=bool)
+    for rank in order:
+        need = int(cost[groups[cands[rank]]].sum())
         if need <= room:
             room -= need
-            continue
+            fits[rank] = True
+    for rank in order[~fits[order]]:
+        members = groups[cands[rank]]
+        score = float(scores[rank])
         i = members[0]
         framing = int(cost[i]) - tok.count(texts[i])
         content_room = room - framing
