@@ -90,11 +90,12 @@ class InputError(CtxkitError, ValueError):
 
 
 class OptionError(InputError):
-    """An option value that cannot work, named as the user typed it (``--capacity``)."""
+    """An option value that cannot work; ``option`` names it as the user types it
+    (``--capacity``), and the message says what is wrong and what would work."""
 
     def __init__(self, option: str, message: str):
         self.option = option
-        super().__init__(f"{option} {message}" if not message.startswith(option) else message)
+        super().__init__(message)
 
 
 class InputNotFoundError(InputError, FileNotFoundError):

@@ -79,6 +79,7 @@ class MessageChange:
     tokens_before: int
     tokens_after: int
     score: float | None = None
+    code: str = ""  # ``reason`` as data: filler, duplicate, over_budget or shortened
 
 
 @dataclass
@@ -234,23 +235,24 @@ def compress_chat(
     ledger: list[MessageChange] = []
     keep = np.ones(n, dtype=bool)
 
-    def drop(members: Sequence[int], reason: str, score: float | None = None) -> None:
+    def drop(members: Sequence[int], reason: str, score: float | None = None,
+             code: str = "over_budget") -> None:
         for i in members:
             keep[i] = False
             ledger.append(MessageChange(int(i), roles[i], "dropped", reason, int(cost[i]), 0,
-                                        score))
+                                        score, code))
 
     single = [len(groups[group_of[i]]) == 1 for i in range(n)]
     for i in range(n):
         if not protected[i] and single[i] and _FILLER.match(texts[i].strip() or "ok"):
-            drop([i], "filler")
+            drop([i], "filler", code="filler")
     # a re-asked question: keep the latest copy, so look for duplicates from the end
     dup_rev = near_duplicates(texts[::-1], dedup_threshold) if n > 1 else []
     for k, d in enumerate(dup_rev):
         i, j = n - 1 - k, n - 1 - d
         if d >= 0 and keep[i] and not protected[i] and single[i] and roles[i] == roles[j] \
                 and texts[i].strip():
-            drop([i], f"duplicate of message {j}")
+            drop([i], f"duplicate of message {j}", code="duplicate")
 
     if query is None:
         query = next((texts[i] for i in range(n - 1, -1, -1) if roles[i] in _USER), None)
@@ -282,7 +284,7 @@ def compress_chat(
                 ledger.append(MessageChange(i, roles[i], "shortened",
                                             f"shortened to fit ({len(short.dropped)} of "
                                             f"{len(short.units)} sentences dropped)",
-                                            int(cost[i]), after, score))
+                                            int(cost[i]), after, score, "shortened"))
                 continue
         drop(members, "over budget" + (" (tool call and results)" if len(members) > 1 else ""),
              score)

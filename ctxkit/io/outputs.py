@@ -48,11 +48,16 @@ RECORD_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parq
 def record_format(path: str | os.PathLike) -> str:
     """The format records written to ``path`` get: ``jsonl``, ``json`` or ``parquet``.
 
+    ``path`` may also be just a suffix (``".jsonl"``).
+
     Example:
-        >>> record_format("kept.pq")
-        'parquet'
+        >>> record_format("kept.pq"), record_format(".ndjson")
+        ('parquet', 'jsonl')
     """
-    fmt = RECORD_FORMATS.get(Path(path).suffix.lower())
+    text = str(path)
+    suffix = text.lower() if text.startswith(".") and "/" not in text else \
+        Path(path).suffix.lower()
+    fmt = RECORD_FORMATS.get(suffix)
     if fmt is None:
         raise InputError(f"output must end in .jsonl, .json or .parquet, got {Path(path).name}")
     return fmt
@@ -262,13 +267,14 @@ def _parquet_records(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]],
 
 
 def write_records(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]],
-                  batch_size: int = 8192) -> int:
+                  batch_size: int = 8192, fmt: str | None = None) -> int:
     """Write records in the format ``path``'s suffix names (:func:`record_format`), atomically.
 
-    Parquet columns are the fields of the first ``batch_size`` records; a field missing from a
-    record is null. Returns the number of records written.
+    ``fmt`` (a suffix such as ``".parquet"``) overrides the suffix, for writing to a staged
+    temporary file. Parquet columns are the fields of the first ``batch_size`` records; a field
+    missing from a record is null. Returns the number of records written.
     """
-    fmt = record_format(path)
+    fmt = record_format(fmt if fmt is not None else path)
     if fmt == "jsonl":
         return write_jsonl(path, rows)
     if fmt == "json":
