@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -48,6 +47,10 @@ console = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 
 EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 3, 130, 143
+try:  # recent typer vendors click; older ones re-export click's exceptions
+    from typer.exceptions import TyperException as _UsageError
+except ImportError:  # pragma: no cover
+    from click import ClickException as _UsageError
 _state = {"debug": False}
 
 
@@ -231,7 +234,8 @@ def demo_cmd(
     """Generate an instruction dataset, tokenize it, pack it and print the packing report."""
     from ctxkit.demo import demo_records, run_demo
     from ctxkit.io.outputs import write_records
-    from ctxkit.jobs.pack import batch_report, check_capacity
+    from ctxkit.jobs.common import check_capacity
+    from ctxkit.jobs.pack import batch_report
 
     if n <= 0:
         raise InputError(f"--n must be a positive number of records, got {n}")
@@ -534,7 +538,8 @@ def _input_error(exc: InputError, argv: list[str]) -> str:
     message = str(exc)
     if exc.hint:
         message += f" ({exc.hint})"
-    elif isinstance(exc, RecordError) and "--skip-bad" in _command_params(argv):
+    elif (isinstance(exc, RecordError) and exc.index is not None  # one record, not the file
+          and "--skip-bad" in _command_params(argv)):
         message += " (use --skip-bad to skip and list such records)"
     return message
 
@@ -548,20 +553,23 @@ def main(argv: list[str] | None = None) -> int:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = app(args=argv, prog_name="ctxkit", standalone_mode=False)
-        return code if isinstance(code, int) else 0
+        code = code if isinstance(code, int) else 0
+        if code == EXIT_INTERRUPTED:  # typer turns Ctrl-C into this exit code
+            _error("interrupted; no output was replaced")
+        return code
     except InputError as exc:
         if _state["debug"]:
             traceback.print_exc()
         _error(_input_error(exc, argv))
         return EXIT_INPUT
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return exc.exit_code
-    except click.ClickException as exc:
+    except _UsageError as exc:
         ctx = getattr(exc, "ctx", None)
         where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         _error(exc.format_message() + where)
-        return exc.exit_code
-    except (click.exceptions.Abort, KeyboardInterrupt):
+        return getattr(exc, "exit_code", EXIT_INPUT)
+    except (typer.Abort, KeyboardInterrupt):
         _error("interrupted; no output was replaced")
         return EXIT_INTERRUPTED
     except Terminated:

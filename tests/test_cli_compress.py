@@ -48,7 +48,7 @@ def test_compress_records_and_errors(tmp_path, capsys):
     assert main(["compress", str(bad), "-b", "25", "-o", str(dst)]) == 2
     assert "bad.jsonl:2" in err(capsys)
     assert main(["compress", str(src), "-b", "0", "-o", str(dst)]) == 2
-    assert "record 0: budget must be a positive" in err(capsys)
+    assert "--budget must be a positive" in err(capsys)
     assert main(["compress", str(src), "-b", "5", "-o", str(dst), "--force-keep",
                  "The lead engineer is Ada Byte."]) == 2
     assert "too small for the force_keep parts" in err(capsys)

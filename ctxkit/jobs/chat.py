@@ -90,9 +90,16 @@ def run_chat(
     conversation (a bare list becomes ``{"messages": [...]}``). Records keep every field.
     """
     from ctxkit.compression.chat import compress_chat
+    from ctxkit.compression.prune import check_budget
     from ctxkit.compression.scorers import get_scorer
     from ctxkit.io.outputs import record_format, write_json, write_records
 
+    try:
+        check_budget(budget)
+    except (ValueError, TypeError) as exc:
+        raise OptionError("--budget", f"--{exc}") from None
+    if keep_last < 0:
+        raise OptionError("--keep-last", f"--keep-last must be >= 0, got {keep_last}")
     fmt = record_format(target.output)
     try:
         sc = get_scorer(scorer)

@@ -19,11 +19,17 @@ from ctxkit.errors import InputError, OptionError
 from ctxkit.io.outputs import StagedOutputs, staged_outputs
 from ctxkit.io.records import TEMPLATES, ReadReport, Record, check_input, read_records
 
+# position ids and flash-attention's cu_seqlens are 32-bit
+MAX_CAPACITY = 2**31 - 1
+
 __all__ = [
+    "MAX_CAPACITY",
     "JobReport",
     "Progress",
     "Source",
     "Target",
+    "check_capacity",
+    "check_suffix",
     "load_tokenizer",
     "no_progress",
     "read_text_file",
@@ -81,6 +87,17 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def _check_parents(path: Path) -> None:
+    """The nearest existing ancestor of ``path`` must be a directory we may write in."""
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"cannot write {path}: {parent} is a file, not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write {path}: {parent} is not writable")
+
+
 @dataclass(frozen=True)
 class Target:
     """Where results go: ``output``, an optional JSON ``report``, and whether the output may
@@ -92,9 +109,12 @@ class Target:
 
     def check(self, inputs: tuple[Path, ...] = (), *, directory: bool = False) -> None:
         """Refuse targets that would lose data or cannot be written: a directory where a file
-        goes (or a file where a directory goes), the input itself without ``in_place``, the
-        report on top of the output or an input."""
+        goes (or a file where a directory goes), a file where a parent directory must be, the
+        input itself without ``in_place``, the report on top of the output or an input."""
         out = self.output
+        for path in (out, self.report):
+            if path is not None:
+                _check_parents(path)
         if directory:
             if out.exists() and not out.is_dir():
                 raise InputError(f"output {out} is an existing file; -o names a directory here")
@@ -184,3 +204,13 @@ def check_suffix(path: Path, allowed: tuple[str, ...], what: str = "output") -> 
             else allowed[0]
         raise InputError(f"{what} must end in {names}, got {path.name}")
     return suffix
+
+
+def check_capacity(capacity: int) -> int:
+    if not 0 < capacity <= MAX_CAPACITY:
+        if capacity <= 0:
+            raise OptionError("--capacity", "--capacity must be a positive number of tokens, "
+                                            f"got {capacity}")
+        raise OptionError("--capacity", f"--capacity {capacity:,} is more than the "
+                                        f"{MAX_CAPACITY:,} tokens a window can hold")
+    return capacity

@@ -104,10 +104,14 @@ def run_compress(
         >>> rep.compressed_tokens <= 12, "4417" in (d / "out.txt").read_text()
         (True, True)
     """
-    from ctxkit.compression.prune import compress
+    from ctxkit.compression.prune import check_budget, compress
     from ctxkit.compression.scorers import get_scorer
     from ctxkit.io.outputs import record_format, write_json, write_records
 
+    try:
+        check_budget(budget)
+    except (ValueError, TypeError) as exc:
+        raise OptionError("--budget", f"--{exc}") from None
     records = is_records_path(source.path)
     if records:
         record_format(target.output)

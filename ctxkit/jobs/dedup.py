@@ -104,10 +104,12 @@ def run_dedup(
 
     try:
         stages = parse_methods(method)
+    except ValueError as exc:
+        raise OptionError("--method", f"--method: {exc}") from None
+    try:
         check_threshold(threshold, stages)
     except ValueError as exc:
-        raise OptionError("--method" if "method" in str(exc) else "--threshold",
-                          str(exc)) from None
+        raise OptionError("--threshold", f"--{exc}") from None
     if keep not in KEEP_RULES:
         raise OptionError("--keep", f"--keep must be first, last or longest, got {keep!r}")
     record_format(target.output)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxkit.errors import InputError
+from ctxkit.errors import InputError, OptionError
 from ctxkit.jobs.common import (
     JobReport,
     Progress,
@@ -78,7 +78,16 @@ def run_embed(
 
     suffix = check_suffix(target.output, (".npy", ".parquet"))
     if chunk_size <= 0:
-        raise InputError(f"--chunk-size must be positive, got {chunk_size}")
+        raise OptionError("--chunk-size", f"--chunk-size must be positive, got {chunk_size}")
+    from ctxkit.embedding.model import resolve_device, resolve_dtype
+
+    try:  # cheap checks first: a machine without the device fails before anything loads
+        option = "--device"
+        dev = resolve_device(device)
+        option = "--dtype"
+        resolve_dtype(dtype, dev)
+    except ValueError as exc:
+        raise OptionError(option, str(exc)) from None
     source.check()
     target.check((source.path,))
     report = EmbedReport(command="embed", input=str(source.path), output=str(target.output),

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxkit.errors import InputError
-from ctxkit.jobs.common import JobReport, Source, Target, require_records
+from ctxkit.jobs.common import JobReport, Source, Target, check_capacity, require_records
 
 __all__ = ["EvalJobReport", "run_eval"]
 
@@ -57,8 +57,7 @@ def run_eval(
     from ctxkit.evaluation.harness import evaluate
     from ctxkit.io.outputs import write_json
 
-    if capacity <= 0:
-        raise InputError(f"--capacity must be a positive number of tokens, got {capacity}")
+    check_capacity(capacity)
     source.check()
     target.check((source.path,), directory=True)
     report = EvalJobReport(command="eval", input=str(source.path), output=str(target.output),

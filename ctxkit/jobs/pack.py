@@ -11,10 +11,12 @@ import numpy as np
 from ctxkit.errors import InputError, OptionError, SequenceTooLongError
 from ctxkit.io.records import ReadReport, Record
 from ctxkit.jobs.common import (
+    MAX_CAPACITY,
     JobReport,
     Progress,
     Source,
     Target,
+    check_capacity,
     check_suffix,
     load_tokenizer,
     no_progress,
@@ -23,9 +25,8 @@ from ctxkit.jobs.common import (
 
 __all__ = ["MAX_CAPACITY", "PackReport", "parse_separator", "run_pack"]
 
-# position ids and flash-attention's cu_seqlens are 32-bit
-MAX_CAPACITY = 2**31 - 1
 _TOKENIZE_BATCH = 1024
+MAX_TOKEN_ID = 2**31 - 1  # vocabularies are far smaller; ids are stored as int64
 _PADDED_BYTES_PER_SLOT = 4 * 8  # input_ids, labels, position_ids, segment_ids (int64)
 
 
@@ -40,20 +41,13 @@ def parse_separator(separator: str, tok: Any) -> int | None:
                                              "--separator none or an id")
         return int(tok.eos_id)
     try:
-        return int(value)
+        sep = int(value)
     except ValueError:
-        raise OptionError("--separator", "--separator must be 'eos', 'none' or a token id, got "
-                                         f"{separator!r}") from None
-
-
-def check_capacity(capacity: int) -> int:
-    if not 0 < capacity <= MAX_CAPACITY:
-        if capacity <= 0:
-            raise OptionError("--capacity", "--capacity must be a positive number of tokens, "
-                                            f"got {capacity}")
-        raise OptionError("--capacity", f"--capacity {capacity:,} is more than the "
-                                        f"{MAX_CAPACITY:,} tokens a window can hold")
-    return capacity
+        sep = -1
+    if not 0 <= sep <= MAX_TOKEN_ID:
+        raise OptionError("--separator", "--separator must be 'eos', 'none' or a token id "
+                                         f"(0..{MAX_TOKEN_ID:,}), got {separator!r}")
+    return sep
 
 
 def _memory_bytes() -> int | None:
@@ -190,6 +184,11 @@ def run_pack(
             raise OptionError(option, f"unknown {option} {value!r}; choose one of "
                                       f"{', '.join(allowed)}")
     suffix = check_suffix(target.output, (".parquet", ".jsonl", ".json"))
+    if not 0 <= pad_id <= MAX_TOKEN_ID:
+        raise OptionError("--pad-id", f"--pad-id must be a token id in 0..{MAX_TOKEN_ID:,}, "
+                                      f"got {pad_id}")
+    if seed is not None and not 0 <= seed < 2**64:
+        raise OptionError("--seed", f"--seed must be in 0..2**64-1, got {seed}")
     source.check()
     target.check((source.path,))
     tok = load_tokenizer(tokenizer)
@@ -213,7 +212,7 @@ def run_pack(
             raise InputError(
                 f"record {data.ids[i]} ({data.locations[i]}) has {exc.tokens:,} tokens, more "
                 f"than --capacity {capacity:,}; {exc.count} record(s) are too long (use "
-                "--overflow split, truncate or drop)", index=i, record_id=data.ids[i]) from None
+                "--overflow split, truncate or drop)", index=i) from None
         table = packed_table(batch, ids=data.ids)
         if suffix == ".parquet":
             write_parquet(out_tmp, table)
