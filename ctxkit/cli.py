@@ -565,6 +565,10 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return exc.exit_code
     except _UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # the help (already shown) is the answer
+            if exc.format_message().strip():
+                exc.show()
+            return getattr(exc, "exit_code", EXIT_INPUT)
         ctx = getattr(exc, "ctx", None)
         where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         _error(exc.format_message() + where)

@@ -409,6 +409,9 @@ def test_usage_errors_are_one_line(tmp_path, capsys, src):
     fails(capsys, "dedup", src, "-o", tmp_path / "o.jsonl", "--bogus",
           match="No such option: --bogus")
     fails(capsys, "nosuchcommand", match="No such command")
+    assert main([]) == 2  # no command: the help is the answer, with no error line
+    captured = capsys.readouterr()
+    assert "Usage" in captured.out and "error:" not in captured.err
 
 
 def test_input_error_carries_location_and_index():
