@@ -284,8 +284,8 @@ def test_one_line_json_document_is_json(tmp_path, capsys):
     assert [r.text for r in read_records(path)] == ["a", "b"]
     assert run(capsys, "dedup", path, "-o", tmp_path / "o.jsonl", "--no-progress")[0] == 0
     assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 2
-    # a one-line file holding one record is still that record
-    path.write_text(json.dumps({"text": "only"}))
+    # a one-line file holding one record is still that record, list fields and all
+    path.write_text(json.dumps({"text": "only", "tags": ["a", "b"]}))
     assert [(r.text, r.line) for r in read_records(path)] == [("only", 1)]
 
 

@@ -267,7 +267,9 @@ def _iter_json(path: Path) -> Iterator[Row]:
     except json.JSONDecodeError as exc:
         raise _json_error(path, exc) from None
     if isinstance(data, Mapping):
-        lists = [v for v in data.values() if isinstance(v, list)]
+        # {"data": [{...}, ...]}: one list of objects (a record's list of tags is no wrapper)
+        lists = [v for v in data.values()
+                 if isinstance(v, list) and v and all(isinstance(x, Mapping) for x in v)]
         if len(lists) == 1 and not any(k in data for k in MESSAGE_KEYS):
             for element, obj in enumerate(lists[0]):  # lines unknown inside a wrapper
                 yield Location(str(path), element=element), obj, None
