@@ -136,3 +136,12 @@ def pq_rows(path):
     import pyarrow.parquet as pq
 
     return pq.read_table(path).to_pylist()
+
+
+def test_utf8_bom_is_ignored(tmp_path):
+    bom = b"\xef\xbb\xbf"
+    (tmp_path / "a.jsonl").write_bytes(bom + b'{"text": "a"}\n{"text": "b"}\n')
+    (tmp_path / "a.json").write_bytes(bom + b'[{"text": "a"},\n {"text": "b"}]')
+    (tmp_path / "b.json").write_bytes(bom + b'{"text": "a"}\n{"text": "b"}\n')
+    for name in ("a.jsonl", "a.json", "b.json"):
+        assert [r.text for r in read_records(tmp_path / name)] == ["a", "b"], name

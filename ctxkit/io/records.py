@@ -51,6 +51,7 @@ __all__ = [
 TEMPLATES = ("alpaca", "messages")
 _ALPACA_OUTPUT_KEYS = ("output", "response", "completion")
 _WS = re.compile(r"[ \t\n\r]*")
+_BOM = b"\xef\xbb\xbf"  # Windows tools start UTF-8 files with it; JSON forbids it
 
 
 @dataclass
@@ -196,6 +197,8 @@ def _iter_jsonl(path: Path) -> Iterator[Row]:
     source = str(path)
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
+            if lineno == 1:
+                raw = raw.removeprefix(_BOM)
             if not raw.strip():
                 continue
             loc = Location(source, lineno)
@@ -212,7 +215,7 @@ def _iter_jsonl(path: Path) -> Iterator[Row]:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_bytes().decode("utf-8")
+        return path.read_bytes().removeprefix(_BOM).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RecordError(str(path), None, f"not valid UTF-8 (byte {exc.start})") from None
 
@@ -311,7 +314,7 @@ def _format_of(path: Path) -> str:
         # Many ".json" files are really JSON lines: objects each alone on a line. A file of
         # one line is a JSON document (``{"data": [...]}`` must not become one record).
         with open(path, "rb") as fh:
-            first = fh.readline()
+            first = fh.readline().removeprefix(_BOM)
             if first.lstrip().startswith(b"{") and not _is_single_document(fh):
                 try:
                     json.loads(first)

@@ -178,7 +178,7 @@ def read_text_file(path: Path) -> str:
     """A whole UTF-8 text file; an empty one is an error (the empty-input policy)."""
     check_input(path)
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not valid UTF-8 (byte {exc.start}); convert it to UTF-8 "
                          "first") from None
