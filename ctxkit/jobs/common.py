@@ -65,6 +65,9 @@ class Source:
     id_field: str | None = None
     skip_bad: bool = False
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))  # a str from Python works too
+
     def check(self) -> None:
         """Options first, then that the input is a readable file."""
         if self.template is not None and self.template not in TEMPLATES:
@@ -106,6 +109,11 @@ class Target:
     output: Path
     report: Path | None = None
     in_place: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "output", Path(self.output))
+        if self.report is not None:
+            object.__setattr__(self, "report", Path(self.report))
 
     def check(self, inputs: tuple[Path, ...] = (), *, directory: bool = False) -> None:
         """Refuse targets that would lose data or cannot be written: a directory where a file
