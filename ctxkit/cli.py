@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import traceback
@@ -535,13 +536,13 @@ def _command_params(argv: list[str]) -> set[str]:
 
 
 def _input_error(exc: InputError, argv: list[str]) -> str:
-    message = str(exc)
-    if exc.hint:
-        message += f" ({exc.hint})"
-    elif (isinstance(exc, RecordError) and exc.index is not None  # one record, not the file
-          and "--skip-bad" in _command_params(argv)):
-        message += " (use --skip-bad to skip and list such records)"
-    return message
+    """The error line, with its hint only when the hint's flags are the command's own."""
+    hint = exc.hint
+    if hint is None and isinstance(exc, RecordError) and exc.index is not None:
+        hint = "use --skip-bad to skip and list such records"  # one record, not the file
+    if hint and set(re.findall(r"--[a-z][a-z-]*", hint)) <= _command_params(argv):
+        return f"{exc} ({hint})"
+    return str(exc)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -197,6 +197,12 @@ def test_output_equal_to_input_is_refused(tmp_path, capsys, command):
     unchanged((src, before))
 
 
+def test_no_hint_names_a_flag_the_command_lacks(tmp_path, capsys):
+    src = write_jsonl(tmp_path / "in.json")  # density has no --in-place: no hint for it
+    line = fails(capsys, "density", src, "-o", src, match="is the input file")
+    assert "--in-place" not in line  # run() checks every flag a line names
+
+
 def test_in_place_replaces_the_input(tmp_path, capsys):
     rows = ROWS + [dict(ROWS[0])]  # one exact duplicate
     src = write_jsonl(tmp_path / "in.jsonl", rows)

@@ -130,8 +130,8 @@ class Target:
             raise InputError(f"output {out} is a directory; give a file name")
         for src in inputs:
             if not directory and _same_file(out, src) and not self.in_place:
-                raise InputError(f"output {out} is the input file; give another -o, or "
-                                 "--in-place to replace the input")
+                raise InputError(f"output {out} is the input file; give another -o",
+                                 hint="or --in-place to replace the input")
         if self.report is not None:
             rep = self.report
             if rep.is_dir():
