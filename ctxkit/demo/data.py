@@ -311,7 +311,7 @@ class DemoChat:
 
 
 def demo_chat(turns: int = 40, seed: int = 0) -> DemoChat:
-    """A support-style history of ``turns`` user turns, each with the assistant's reply.
+    """A support-style history of ``turns`` user turns, all but the last one answered.
 
     The second user turn states a project code; later turns ask for explanations and tips,
     say thanks, and re-ask an earlier question; the last one asks for the code again.
@@ -319,7 +319,7 @@ def demo_chat(turns: int = 40, seed: int = 0) -> DemoChat:
     Example:
         >>> chat = demo_chat(10, seed=0)
         >>> chat.messages[0]["role"], chat.messages[-1]["role"], len(chat.messages)
-        ('system', 'user', 21)
+        ('system', 'user', 20)
         >>> any(chat.fact in m["content"] for m in chat.messages[1:5])
         True
     """

@@ -152,6 +152,9 @@ def chat_stage(chat: DemoChat, ratio: float = 0.25, tokenizer: str = "cl100k_bas
                scorer: str = "idf") -> ChatStage:
     """Compress ``chat`` to ``ratio`` of its tokens with :func:`ctxkit.compress_chat`.
 
+    The system prompt and the last two messages stay verbatim; the budget is raised to
+    what they need when ``ratio`` of a short history is less.
+
     Example:
         >>> from ctxkit.demo.data import demo_chat
         >>> res = chat_stage(demo_chat(12, seed=0), ratio=0.5)
@@ -164,8 +167,11 @@ def chat_stage(chat: DemoChat, ratio: float = 0.25, tokenizer: str = "cl100k_bas
         raise ValueError(f"ratio must be in (0, 1], got {ratio}")
     t0 = time.perf_counter()
     before = count_chat_tokens(chat.messages, tokenizer)
-    budget = max(1, int(before * ratio))
-    out = compress_chat(chat.messages, budget=budget, tokenizer=tokenizer, scorer=scorer)
+    # never below what the verbatim part (system prompt, last two messages) needs
+    verbatim = count_chat_tokens([chat.messages[0], *chat.messages[-2:]], tokenizer)
+    budget = max(int(before * ratio), verbatim)
+    out = compress_chat(chat.messages, budget=budget, keep_last=2, tokenizer=tokenizer,
+                        scorer=scorer)
     actions = [c.action for c in out.ledger]
     return ChatStage(
         messages=len(chat.messages), messages_kept=len(out.messages),
