@@ -120,7 +120,10 @@ def test_embed_stage_matches_encode_with_less_padding(default_run):
     run, _ = default_run
     e = run.embed
     assert e.texts == 128 and e.dim == 384
-    assert e.min_cosine > 0.99999 and e.max_abs_diff < 1e-4
+    if e.device == "cpu":  # fp32: equal to rounding; a GPU runs half precision
+        assert e.min_cosine > 0.99999 and e.max_abs_diff < 1e-4
+    else:
+        assert e.min_cosine > 0.99
     assert e.utilization > 0.9 and e.utilization > e.encode_utilization
     assert 0 < e.rows_packed < e.texts and e.tokens > e.texts
     assert e.seconds > 0 and e.encode_seconds > 0
