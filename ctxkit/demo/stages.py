@@ -133,6 +133,7 @@ class ChatStage:
     fact: str
     fact_kept: bool
     question: str
+    reasons: dict[str, int]  # dropped messages per reason code (over_budget, filler, ...)
     ledger: list[tuple[int, str, str, str, int]]  # (index, role, action, reason, tokens)
     seconds: float
 
@@ -142,6 +143,8 @@ class ChatStage:
             ("tokens in -> out", f"{self.tokens_before:,} -> {self.tokens_after:,}"),
             ("budget", self.budget),
             ("dropped / shortened", f"{self.dropped:,} / {self.shortened:,}"),
+            ("dropped as", ", ".join(f"{code.replace('_', ' ')} {count}"
+                                     for code, count in self.reasons.items())),
             ("last question", self.question),
             (f"fact it needs ({self.fact}) kept", "yes" if self.fact_kept else "NO"),
             ("seconds", self.seconds),
@@ -173,12 +176,15 @@ def chat_stage(chat: DemoChat, ratio: float = 0.25, tokenizer: str = "cl100k_bas
     out = compress_chat(chat.messages, budget=budget, keep_last=2, tokenizer=tokenizer,
                         scorer=scorer)
     actions = [c.action for c in out.ledger]
+    codes = [c.code for c in out.ledger if c.action == "dropped"]
+    reasons = {code: codes.count(code) for code in sorted(set(codes), key=codes.count,
+                                                         reverse=True)}
     return ChatStage(
         messages=len(chat.messages), messages_kept=len(out.messages),
         dropped=actions.count("dropped"), shortened=actions.count("shortened"),
         tokens_before=out.original_tokens, tokens_after=out.compressed_tokens, budget=budget,
         fact=chat.fact, fact_kept=any(chat.fact in m["content"] for m in out.messages),
-        question=chat.messages[-1]["content"],
+        question=chat.messages[-1]["content"], reasons=reasons,
         ledger=[(c.index, c.role, c.action, c.reason, c.tokens_before) for c in out.ledger],
         seconds=time.perf_counter() - t0,
     )
