@@ -364,8 +364,15 @@ def read_records(
     ``FileNotFoundError``), a directory an ``InputError``.
 
     Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.jsonl")
+        >>> with open(path, "w") as f:
+        ...     _ = f.write('{"text": "ok"}\\nnot json\\n{"text": "fine"}\\n')
         >>> report = ReadReport()
-        >>> # good = list(read_records("x.jsonl", field="text", on_error="skip", report=report))
+        >>> [r.text for r in read_records(path, field="text", on_error="skip", report=report)]
+        ['ok', 'fine']
+        >>> report.n_skipped
+        1
     """
     if on_error not in ("raise", "skip"):
         raise ValueError("on_error must be 'raise' or 'skip'")
