@@ -261,12 +261,14 @@ def plot(report: dict[str, Any], path) -> None:
     tasks = [t for t in TASKS if report["tasks"].get(t)]
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.4 * len(tasks), 4.2), squeeze=False)
     xs = list(RATIOS)[::-1]
+    # one colour and marker per method across the panels
+    names = list(dict.fromkeys(m for t in tasks for m in report["tasks"][t]))
+    look = {m: (f"C{k}", "osD^v<>ph*"[k % 10]) for k, m in enumerate(names)}
     for ax, task in zip(axes[0], tasks):
-        markers = iter("osD^v<>ph*")
         for m, v in report["tasks"][task].items():
             style = "-" if m.startswith("ctxkit") else "--"
-            ax.plot(xs, [100 * v["retention"][_rname(r)] for r in xs], style,
-                    marker=next(markers), label=m, alpha=0.9)
+            ax.plot(xs, [100 * v["retention"][_rname(r)] for r in xs], style, color=look[m][0],
+                    marker=look[m][1], label=m, alpha=0.9)
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs, [_rname(r) for r in xs])
         ax.set_ylim(-3, 103)
