@@ -8,13 +8,14 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit.deduplication.options import DEFAULT_THRESHOLD, MinHashOptions
 from ctxkit.deduplication.result import DedupResult, combine_stages
 
 __all__ = ["DEFAULT_THRESHOLDS", "METHODS", "dedup"]
 
 METHODS = ("exact", "minhash", "semantic")
 # exact has no threshold; MinHash: Jaccard of character 5-grams; semantic: cosine.
-DEFAULT_THRESHOLDS = {"minhash": 0.5, "semantic": 0.9}
+DEFAULT_THRESHOLDS = {"minhash": DEFAULT_THRESHOLD, "semantic": 0.9}
 
 
 def _stage(name: str) -> Callable[..., DedupResult]:
@@ -45,15 +46,38 @@ def _methods(method: str | Sequence[str]) -> list[str]:
     return names
 
 
+def _check_threshold(threshold: float | Mapping[str, float] | None, names: list[str]) -> None:
+    """A threshold must reach a stage that has one, and be a similarity in (0, 1]."""
+    if threshold is None:
+        return
+    given = dict(threshold) if isinstance(threshold, Mapping) else {None: threshold}
+    unknown = {k for k in given if k is not None} - set(DEFAULT_THRESHOLDS)
+    if unknown:
+        raise ValueError(f"threshold names unknown method(s) or ones without a threshold: "
+                         f"{sorted(unknown)} (thresholds apply to {sorted(DEFAULT_THRESHOLDS)})")
+    used = [m for m in names if m in DEFAULT_THRESHOLDS]
+    if not used:
+        raise ValueError(f"method {'+'.join(names)} takes no threshold (exact dedup matches "
+                         "identical normalized text); drop the threshold or add minhash/semantic")
+    for key, value in given.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            where = "threshold" if key is None else f"threshold for {key}"
+            raise ValueError(f"{where} must be a similarity in (0, 1], got {value!r}")
+
+
 def _threshold(threshold: float | Mapping[str, float] | None, name: str) -> float | None:
     if name == "exact":
         return None
     if isinstance(threshold, Mapping):
-        unknown = set(threshold) - set(METHODS)
-        if unknown:
-            raise ValueError(f"threshold names unknown method(s): {sorted(unknown)}")
         return float(threshold.get(name, DEFAULT_THRESHOLDS[name]))
     return DEFAULT_THRESHOLDS[name] if threshold is None else float(threshold)
+
+
+def _accepted(name: str, fn: Callable[..., DedupResult]) -> set[str]:
+    """The keyword options a stage takes (MinHash's are the MinHashOptions fields)."""
+    params = {p.name for p in inspect.signature(fn).parameters.values()
+              if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    return params | MinHashOptions.names() if name == "minhash" else params
 
 
 def dedup(
@@ -74,18 +98,21 @@ def dedup(
     Args:
         texts: the texts.
         method: ``"exact"``, ``"minhash"``, ``"semantic"``, or a sequence of them.
-        threshold: similarity at or above which two texts are duplicates: estimated Jaccard
-            of shingle sets for MinHash (default 0.5 with character 5-grams), cosine of
+        threshold: similarity at or above which two texts are duplicates: Jaccard of
+            shingle sets for MinHash (default 0.7 with character 5-grams), cosine of
             embeddings for semantic (default 0.9). One float applies to every stage that
-            has a threshold; a dict sets it per method.
+            has a threshold; a dict sets it per method. Exact dedup takes none, so a
+            threshold with ``method="exact"`` alone is an error.
         keep: the representative kept from each cluster: ``"first"`` (earliest index),
             ``"last"``, ``"longest"``. Clusters are transitive (connected components).
         scores: one number per text (for example an information-density score); when given,
             the highest-scoring member of each cluster is kept (ties: earliest).
         options: passed to the stages that accept them (``seed``, ``num_perm``, ``ngram``,
             ``unit``, ``normalization`` or its fields ``nfkc``/``case``/``whitespace``/
-            ``punctuation``, ``encoder``, ``partition``...);
-            an option no selected stage accepts is an error.
+            ``punctuation``, ``encoder``, ``partition``, MinHash's ``boilerplate`` and
+            every other :class:`~ctxkit.deduplication.options.MinHashOptions` field...);
+            an option no selected stage accepts is an error. ``result.warnings`` says when
+            one cluster swallowed a large share of the input (usually a shared template).
 
     Example:
         >>> texts = ["Hello world", "hello  world", "Hello world!!", "Bye"]
@@ -96,6 +123,7 @@ def dedup(
         ([0, 3], [-1, 0, 0, -1], ['', 'exact', 'minhash', ''])
     """
     names = _methods(method)
+    _check_threshold(threshold, names)
     n = len(texts)
     bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
     if bad is not None:
@@ -110,7 +138,7 @@ def dedup(
         base = options.pop("normalization", None) or Normalization()
         options["normalization"] = base.with_options(**{k: options.pop(k) for k in norm_keys})
     stages = [(name, _stage(name)) for name in names]
-    accepted = {name: set(inspect.signature(fn).parameters) for name, fn in stages}
+    accepted = {name: _accepted(name, fn) for name, fn in stages}
     unused = set(options) - set().union(*accepted.values())
     if unused:
         raise TypeError(f"option(s) {sorted(unused)} not accepted by method(s) {names}")
