@@ -80,7 +80,7 @@ def strip_boilerplate(
     split = [[line.strip() for line in t.split("\n")] for t in texts]
     seen: Counter[str] = Counter()
     for lines in split:
-        seen.update(dict.fromkeys(lines))  # once per record, in order of first appearance
+        seen.update(dict.fromkeys(lines).keys())  # once per record, in order of first sight
     need = max(int(min_count), math.ceil(min_share * len(texts)))
     common = {line: c for line, c in seen.items() if c >= need and line}
     n = len(texts)

@@ -31,7 +31,7 @@ from ctxkit.deduplication.unionfind import connected_components
 
 __all__ = ["FIRST_ROUND", "link_pairs"]
 
-FIRST_ROUND = 1 << 14  # exact scores in the first round; each round doubles
+FIRST_ROUND = 1 << 12  # exact scores in the first round; each round doubles
 
 
 def link_pairs(

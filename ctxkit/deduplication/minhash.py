@@ -687,10 +687,17 @@ class _ExactJaccard:
 
     bitmap_bytes = 64 << 20  # memory for the frequent-shingle bitmaps, all texts together
 
-    def __init__(self, texts: Sequence[str] | dict[int, str], ids: np.ndarray, **options: Any):
-        """``options`` are :func:`hash_values`' shingling options."""
+    def __init__(
+        self, texts: Sequence[str] | dict[int, str], ids: np.ndarray,
+        hashed: tuple[np.ndarray, np.ndarray] | None = None, **options: Any,
+    ):
+        """``options`` are :func:`hash_values`' shingling options; ``hashed`` is that
+        function's output for all of ``texts`` when the caller already has it."""
         self.ids = _unique(np.asarray(ids, dtype=np.int64))
-        values, offsets = hash_values([texts[int(i)] for i in self.ids], **options)
+        if hashed is None:
+            values, offsets = hash_values([texts[int(i)] for i in self.ids], **options)
+        else:
+            values, offsets = _select_runs(*hashed, self.ids)
         if values.dtype == np.uint64:  # sets are compared on 32-bit values, as shingle_sets does
             values = (values >> np.uint64(32)).astype(np.uint32)
         n = len(self.ids)
@@ -713,10 +720,16 @@ class _ExactJaccard:
             table[home[::-1]] = np.arange(len(frequent))[::-1]  # the most frequent wins
             slot = table[(values >> np.uint32(15)).astype(np.int64)]
             common = (slot >= 0) & (frequent[np.maximum(slot, 0)] == values)
-            s = slot[common]
-            # OR is idempotent, so a shingle repeated inside a text sets its bit once
-            np.bitwise_or.at(self.bits, (doc[common], s >> 6),
-                             np.left_shift(np.uint64(1), (s & 63).astype(np.uint64)))
+            # set bits through a boolean block (an assignment, so a shingle repeated inside a
+            # text is harmless) and pack it; blocks of texts keep that scratch small
+            step = 4096
+            for d0 in range(0, n, step):
+                e0, e1 = offsets[d0], offsets[min(d0 + step, n)]
+                mine = common[e0:e1]
+                block = np.zeros((min(step, n - d0), words * 64), dtype=bool)
+                block[doc[e0:e1][mine].astype(np.int64) - d0, slot[e0:e1][mine]] = True
+                self.bits[d0 : d0 + len(block)] = np.packbits(
+                    block, axis=1, bitorder="little").view(np.uint64)
         rare = _unique((doc[~common] << np.uint64(32)) | values[~common].astype(np.uint64))
         rare_offsets = np.searchsorted(rare, np.arange(n + 1, dtype=np.uint64) << np.uint64(32))
         self.rare = (rare, rare_offsets.astype(np.int64))
@@ -731,6 +744,44 @@ class _ExactJaccard:
             both = np.take(self.bits, p[:, 0], axis=0) & np.take(self.bits, p[:, 1], axis=0)
             inter[s : s + chunk] += np.bitwise_count(both).sum(axis=1, dtype=np.int64)
         return _jaccard(inter, self.sizes[pairs[:, 0]] + self.sizes[pairs[:, 1]])
+
+
+def _select_runs(
+    values: np.ndarray, offsets: np.ndarray, ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The runs ``values[offsets[i]:offsets[i + 1]]`` of each ``i`` in ``ids``, concatenated,
+    with their new offsets."""
+    lengths = np.diff(offsets)[ids]
+    new = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=new[1:])
+    pos = np.repeat(offsets[:-1][ids] - new[:-1], lengths) + np.arange(new[-1])
+    return values[pos], new
+
+
+def _signatures_keeping_hashes(
+    texts: Sequence[str], opts: MinHashOptions, limit: int = 1 << 25, batch_size: int = 4096
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """:func:`signatures`, also returning the shingle hashes for exact verification to reuse
+    (``None`` once they pass ``limit`` values, about 128 MB, to keep memory bounded)."""
+    dtype, _ = _scheme(opts.scheme)
+    sig = np.empty((len(texts), opts.num_perm), dtype=dtype)
+    kept: list[np.ndarray] | None = []
+    ends = [np.zeros(1, dtype=np.int64)]
+    total = 0
+    for start in range(0, len(texts), batch_size):
+        batch = texts[start : start + batch_size]
+        values, offsets = hash_values(batch, **opts.shingling())
+        sig[start : start + len(batch)] = signatures_from_hashes(
+            values, offsets, opts.num_perm, opts.seed, opts.scheme)
+        if kept is not None and total + len(values) <= limit:
+            kept.append(values)
+            ends.append(offsets[1:] + total)
+            total += len(values)
+        else:
+            kept = None
+    if kept is None:
+        return sig, None
+    return sig, (np.concatenate(kept) if kept else np.empty(0, dtype), np.concatenate(ends))
 
 
 def _frequent_values(values: np.ndarray, k: int) -> np.ndarray:
@@ -748,7 +799,7 @@ def _frequent_values(values: np.ndarray, k: int) -> np.ndarray:
 def _verify_exact(
     sig: np.ndarray, pairs: np.ndarray, threshold: float,
     texts: Sequence[str] | dict[int, str], options: dict[str, Any], keep_scorer: bool = False,
-    big: int | None = None,
+    big: int | None = None, hashed: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, _ExactJaccard | None]:
     """:func:`verify_pairs_exact`; with ``keep_scorer`` it also returns the exact scorer, built
     over every text of a pair that survived the estimate (all future cluster members), so
@@ -764,7 +815,7 @@ def _verify_exact(
     exact = None
     if keep_scorer or unsure.any():
         exact = _ExactJaccard(texts, (pairs if keep_scorer else pairs[unsure]).ravel(),
-                              **options)
+                              hashed=hashed, **options)
     linked, linked_scores = link_pairs(len(sig), pairs, scores, threshold, margin, exact,
                                        big=len(sig) if big is None else big)
     return linked, linked_scores, exact
@@ -879,7 +930,10 @@ def minhash_dedup(
         stripped = strip_boilerplate(texts, opts.boilerplate)
         texts = stripped.texts
         extra["boilerplate"] = stripped.summary()
-    if sig is None:
+    hashed = None
+    if sig is None and opts.verify == "exact":
+        sig, hashed = _signatures_keeping_hashes(texts, opts)
+    elif sig is None:
         sig = signatures(texts, **opts.signing())
     elif len(sig) != len(texts):
         raise ValueError("sig must have one row per text")
@@ -896,7 +950,7 @@ def minhash_dedup(
         # to its representative hashes nothing again
         pairs, pair_scores, similarity_of = _verify_exact(
             sig, cand, opts.threshold, texts, opts.shingling(), keep_scorer=True,
-            big=opts.max_bucket)
+            big=opts.max_bucket, hashed=hashed)
     labels = connected_components(len(texts), pairs)
     lengths = [len(t) for t in texts] if keep == "longest" and scores is None else None
     rep = representatives(labels, keep_priority(keep, len(texts), lengths=lengths, scores=scores))
