@@ -430,8 +430,8 @@ def dedup_cmd(
                                help="Stages in order: exact, minhash, semantic (comma-separated)."),
     threshold: str | None = typer.Option(
         None, "--threshold", "-t",
-        help="Similarity for duplicates: one number for every stage, or minhash=0.5,semantic=0.9 "
-             "(defaults: MinHash Jaccard 0.5, semantic cosine 0.9)."),
+        help="Similarity for duplicates: one number for every stage, or minhash=0.7,semantic=0.9 "
+             "(defaults: MinHash Jaccard 0.7, semantic cosine 0.9)."),
     field: str | None = typer.Option(None, "--field", help="Text field (default: text)."),
     template: str | None = typer.Option(None, "--template", help="alpaca or messages."),
     id_field: str | None = typer.Option(None, "--id-field", help="Field holding record ids."),
@@ -445,6 +445,10 @@ def dedup_cmd(
     punctuation: bool = typer.Option(
         False, "--ignore-punctuation", help="Strip punctuation first."
     ),
+    boilerplate: float | None = typer.Option(
+        None, "--strip-boilerplate", metavar="SHARE",
+        help="MinHash: leave out lines found in at least this share of the records (a shared "
+             "template), e.g. 0.01."),
     seed: int = typer.Option(1, "--seed", help="Seed for MinHash permutations and k-means."),
     skip_bad: bool = typer.Option(
         False, "--skip-bad", help="Skip bad records (listed in the report)."
@@ -458,20 +462,24 @@ def dedup_cmd(
     duplicates, the method and the similarity.
     """
     if ray_address is not None:
+        if boilerplate is not None:
+            fail("--strip-boilerplate counts lines over the whole corpus and does not run with "
+                 "--ray; strip templates first or pick the varying --field")
         return run_on_ray("dedup", ray_address, input_path, output, field=field,
                           id_field=id_field, report_path=report_path, method=method,
                           threshold=_parse_threshold(threshold), keep=keep, num_perm=num_perm,
                           ngram=ngram, unit=unit, seed=seed, punctuation=punctuation)
     from ctxkit.deduplication.exact import ExactDeduper
     from ctxkit.deduplication.normalize import Normalization
-    from ctxkit.deduplication.pipeline import _methods, dedup
+    from ctxkit.deduplication.pipeline import _check_threshold, _methods, dedup
     from ctxkit.io.records import write_json
 
+    thresholds = _parse_threshold(threshold)
     try:
         stages = _methods(method)
+        _check_threshold(thresholds, stages)
     except ValueError as exc:
         fail(str(exc))
-    thresholds = _parse_threshold(threshold)
     if output.suffix.lower() not in (".jsonl", ".ndjson", ".json", ".parquet", ".pq"):
         fail(f"output must be .jsonl or .parquet, got {output.name}")
     norm = Normalization(punctuation=punctuation)
@@ -483,6 +491,7 @@ def dedup_cmd(
 
     removed_rows: list[dict] = []
     info: dict = {}
+    warnings: list[str] = []
     if keep not in ("first", "last", "longest"):
         fail(f"--keep must be first, last or longest, got {keep!r}")
     if stages == ["exact"] and keep == "first":
@@ -516,7 +525,7 @@ def dedup_cmd(
                 advance()
         options: dict = {"normalization": norm} if {"exact", "minhash"} & set(stages) else {}
         if "minhash" in stages:
-            options.update(num_perm=num_perm, ngram=ngram, unit=unit)
+            options.update(num_perm=num_perm, ngram=ngram, unit=unit, boilerplate=boilerplate)
         if {"minhash", "semantic"} & set(stages):
             options["seed"] = seed
         try:
@@ -526,7 +535,7 @@ def dedup_cmd(
                 advance(len(stages))
         except (ValueError, TypeError) as exc:
             fail(str(exc))
-        info = result.info
+        info, warnings = result.info, result.warnings
         # ledger() lists removed items in index order, as result.removed does.
         for row, i in zip(result.ledger(ids), result.removed):
             removed_rows.append({**row, "line": lines[i]})
@@ -548,9 +557,11 @@ def dedup_cmd(
             "input": str(input_path), "output": str(output), "method": stages,
             "threshold": thresholds, "keep": keep, "records": n_in, "kept": n_kept,
             "removed": len(removed_rows), "skipped": read_report.to_dict()["skipped"],
-            "stages": info, "duplicates": removed_rows,
+            "stages": info, "warnings": warnings, "duplicates": removed_rows,
         })
     print_skipped(read_report)
+    for line in warnings:
+        console.print(f"[yellow]warning:[/yellow] {line}")
     print_table("dedup", [("records", n_in), ("kept", n_kept), ("removed", len(removed_rows)),
                           ("skipped (bad)", read_report.n_skipped)])
 

@@ -8,7 +8,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LARGE_CLUSTER", "DedupResult", "combine_stages", "result_from_representatives"]
+__all__ = [
+    "LARGE_CLUSTER",
+    "DedupResult",
+    "cluster_warnings",
+    "combine_stages",
+    "result_from_representatives",
+]
 
 # A cluster holding at least this share of the input (and at least 20 items) is reported:
 # on real data it almost always means the records share a template, not that they repeat.
