@@ -696,6 +696,8 @@ class _ExactJaccard:
         self.ids = _unique(np.asarray(ids, dtype=np.int64))
         if hashed is None:
             values, offsets = hash_values([texts[int(i)] for i in self.ids], **options)
+        elif len(self.ids) == len(hashed[1]) - 1:  # every text: no copy needed
+            values, offsets = hashed
         else:
             values, offsets = _select_runs(*hashed, self.ids)
         if values.dtype == np.uint64:  # sets are compared on 32-bit values, as shingle_sets does
@@ -759,10 +761,11 @@ def _select_runs(
 
 
 def _signatures_keeping_hashes(
-    texts: Sequence[str], opts: MinHashOptions, limit: int = 1 << 25, batch_size: int = 4096
+    texts: Sequence[str], opts: MinHashOptions, limit: int = 1 << 27, batch_size: int = 4096
 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
     """:func:`signatures`, also returning the shingle hashes for exact verification to reuse
-    (``None`` once they pass ``limit`` values, about 128 MB, to keep memory bounded)."""
+    (``None`` once they pass ``limit`` values, 512 MB, about 300k texts of 440 characters:
+    beyond that the texts verification needs are hashed again, to keep memory bounded)."""
     dtype, _ = _scheme(opts.scheme)
     sig = np.empty((len(texts), opts.num_perm), dtype=dtype)
     kept: list[np.ndarray] | None = []
