@@ -3,8 +3,10 @@
 MinHash (Broder, "On the resemblance and containment of documents", 1997) estimates the
 Jaccard similarity of two shingle sets as the fraction of equal signature entries. LSH
 banding (Indyk & Motwani 1998; Leskovec, Rajaraman & Ullman, *Mining of Massive Datasets*,
-ch. 3) proposes candidate pairs; every candidate is then verified by its estimated Jaccard
-and clusters are the connected components of the verified pairs.
+ch. 3) proposes candidate pairs (all pairs of a small bucket, a star around one hub in a
+large one, so the work stays linear on templated corpora); candidates are verified by their
+estimated or exact Jaccard and clusters are the connected components of the verified pairs.
+Design notes and measurements: ``docs/dedup.md``.
 
 Permutations follow datasketch 2.x exactly (scheme ``"affine32"``, its default, or
 ``"affine64"``): each shingle hash ``h`` is pre-mixed with the MurmurHash3 finalizer and
@@ -24,8 +26,10 @@ default SHA1 hash over raw character shingles), hash the same way and wrap the r
 The building blocks are plain functions on numpy arrays, so they run unchanged inside a
 Ray ``map_batches`` (and give identical results for the same seed):
 :func:`signatures` -> :func:`band_keys` -> :func:`candidate_pairs` -> :func:`verify_pairs`
-(or :func:`verify_pairs_exact`) -> :func:`ctxkit.deduplication.unionfind.connected_components`
--> :func:`ctxkit.deduplication.unionfind.representatives`.
+(or :func:`verify_pairs_exact`, or the rounds of
+:func:`ctxkit.deduplication.linking.link_pairs`) ->
+:func:`ctxkit.deduplication.unionfind.connected_components` ->
+:func:`ctxkit.deduplication.unionfind.representatives`.
 
 Example:
     >>> texts = ["The quick brown fox jumps over the lazy dog.",

@@ -55,8 +55,8 @@ def _check_threshold(threshold: float | Mapping[str, float] | None, names: list[
     if unknown:
         raise ValueError(f"threshold names unknown method(s) or ones without a threshold: "
                          f"{sorted(unknown)} (thresholds apply to {sorted(DEFAULT_THRESHOLDS)})")
-    used = [m for m in names if m in DEFAULT_THRESHOLDS]
-    if not used:
+    # a per-method mapping may name stages not run this time; one bare number must reach one
+    if not isinstance(threshold, Mapping) and not any(m in DEFAULT_THRESHOLDS for m in names):
         raise ValueError(f"method {'+'.join(names)} takes no threshold (exact dedup matches "
                          "identical normalized text); drop the threshold or add minhash/semantic")
     for key, value in given.items():
