@@ -39,7 +39,10 @@ class DedupResult:
             linked to its representative through another member.
         matched: per item, the item it was directly merged into at its stage (before later
             stages moved that item's own cluster); equals ``duplicate_of`` after one stage.
-        pairs: ``(m, 2)`` verified similar pairs ``i < j`` (empty for exact).
+        pairs: ``(m, 2)`` verified similar pairs ``i < j`` (empty for exact). For MinHash,
+            the verified links the clusters were built from: all candidate pairs of clusters
+            of up to ``max_bucket`` items, fewer in larger ones (a pair whose two items are
+            already linked there is not verified again, see ``docs/dedup.md``).
         pair_scores: the similarity of each pair.
         info: the parameters and counts of each stage.
         warnings: plain-language findings a caller should see, e.g. that one cluster
