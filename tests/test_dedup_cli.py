@@ -167,7 +167,7 @@ def test_templated_records_warn_and_boilerplate_stripping_keeps_them(tmp_path, c
     whole = json.loads(rep.read_text())
     assert whole["removed"] > 40  # the shared template makes every record "a duplicate"
     assert whole["warnings"] and "template" in whole["warnings"][0]
-    assert "warning:" in capsys.readouterr().err
+    assert "warning:" in capsys.readouterr().out
     assert run(*base, "--strip-boilerplate", "0.5") == 0
     stripped = json.loads(rep.read_text())
     assert stripped["removed"] == 3 and stripped["warnings"] == []  # only the true repeats
@@ -175,14 +175,14 @@ def test_templated_records_warn_and_boilerplate_stripping_keeps_them(tmp_path, c
     assert stripped["stages"]["minhash"]["boilerplate"]["lines"] == 4
     assert len(read_jsonl(out)) == 57
     assert run(*base, "--strip-boilerplate", "0.5", "--ray", "local") == 2
-    assert "--ray" in capsys.readouterr().err
+    assert "does not run with --ray" in " ".join(capsys.readouterr().err.split())
 
 
 def test_threshold_without_a_stage_that_uses_it_is_an_error(tmp_path, capsys):
     src = write_input(tmp_path / "in.jsonl")
     assert run("dedup", src, "-o", tmp_path / "o.jsonl", "--method", "exact,minhash",
                "--threshold", "1.5", "--no-progress") == 2
-    assert "(0, 1]" in capsys.readouterr().err
+    assert "between 0 and 1" in capsys.readouterr().err
     assert run("dedup", src, "-o", tmp_path / "o.jsonl", "--method", "exact",
                "--threshold", "0.9", "--no-progress") == 2
     assert "takes no threshold" in capsys.readouterr().err

@@ -11,7 +11,7 @@ import numpy as np
 from ctxkit.deduplication.options import DEFAULT_THRESHOLD, MinHashOptions
 from ctxkit.deduplication.result import DedupResult, combine_stages
 
-__all__ = ["DEFAULT_THRESHOLDS", "METHODS", "dedup"]
+__all__ = ["DEFAULT_THRESHOLDS", "METHODS", "check_threshold", "dedup", "parse_methods"]
 
 METHODS = ("exact", "minhash", "semantic")
 # exact has no threshold; MinHash: Jaccard of character 5-grams; semantic: cosine.
@@ -34,7 +34,8 @@ def _stage(name: str) -> Callable[..., DedupResult]:
     raise ValueError(f"unknown dedup method {name!r}; choose from {METHODS}")
 
 
-def _methods(method: str | Sequence[str]) -> list[str]:
+def parse_methods(method: str | Sequence[str]) -> list[str]:
+    """Stage names from ``"exact,minhash"`` or a sequence, checked (known, none twice)."""
     names = [m.strip() for m in method.split(",")] if isinstance(method, str) else list(method)
     if not names:
         raise ValueError("method must name at least one of " + ", ".join(METHODS))
@@ -46,23 +47,37 @@ def _methods(method: str | Sequence[str]) -> list[str]:
     return names
 
 
-def _check_threshold(threshold: float | Mapping[str, float] | None, names: list[str]) -> None:
-    """A threshold must reach a stage that has one, and be a similarity in (0, 1]."""
+def check_threshold(threshold: float | Mapping[str, float] | None, names: Sequence[str]) -> None:
+    """Every given threshold must be a similarity in (0, 1] for a method that takes one.
+
+    A per-method mapping may name thresholded stages that do not run this time; one bare
+    number must reach a stage that has a threshold (exact dedup has none).
+
+    Example:
+        >>> check_threshold(1.5, ["exact"])
+        Traceback (most recent call last):
+        ...
+        ValueError: threshold must be a similarity between 0 and 1, got 1.5
+        >>> check_threshold(0.8, ["exact"])
+        Traceback (most recent call last):
+        ...
+        ValueError: method exact takes no threshold (exact matches identical normalized text)
+    """
     if threshold is None:
         return
     given = dict(threshold) if isinstance(threshold, Mapping) else {None: threshold}
+    for key, value in given.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            where = "threshold" if key is None else f"threshold for {key}"
+            zero = " (0 would make everything a duplicate)" if value == 0 else ""
+            raise ValueError(f"{where} must be a similarity between 0 and 1, got {value!r}{zero}")
     unknown = {k for k in given if k is not None} - set(DEFAULT_THRESHOLDS)
     if unknown:
         raise ValueError(f"threshold names unknown method(s) or ones without a threshold: "
                          f"{sorted(unknown)} (thresholds apply to {sorted(DEFAULT_THRESHOLDS)})")
-    # a per-method mapping may name stages not run this time; one bare number must reach one
     if not isinstance(threshold, Mapping) and not any(m in DEFAULT_THRESHOLDS for m in names):
-        raise ValueError(f"method {'+'.join(names)} takes no threshold (exact dedup matches "
-                         "identical normalized text); drop the threshold or add minhash/semantic")
-    for key, value in given.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-            where = "threshold" if key is None else f"threshold for {key}"
-            raise ValueError(f"{where} must be a similarity in (0, 1], got {value!r}")
+        raise ValueError(f"method {'+'.join(names)} takes no threshold (exact matches "
+                         "identical normalized text)")
 
 
 def _threshold(threshold: float | Mapping[str, float] | None, name: str) -> float | None:
@@ -122,8 +137,11 @@ def dedup(
         >>> r.keep.tolist(), r.duplicate_of.tolist(), r.method
         ([0, 3], [-1, 0, 0, -1], ['', 'exact', 'minhash', ''])
     """
-    names = _methods(method)
-    _check_threshold(threshold, names)
+    if isinstance(texts, (str, bytes)) or not hasattr(texts, "__len__"):
+        raise TypeError(f"texts must be a list of str, got {type(texts).__name__}"
+                        + ("; wrap a single text in a list" if isinstance(texts, str) else ""))
+    names = parse_methods(method)
+    check_threshold(threshold, names)
     n = len(texts)
     bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
     if bad is not None:
