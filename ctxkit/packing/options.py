@@ -1,0 +1,164 @@
+"""The packing options, declared and validated once.
+
+:class:`PackOptions` is what :func:`ctxkit.pack`, :func:`~ctxkit.packing.collate.pack_arrays`,
+:class:`~ctxkit.packing.collate.PackedCollator`, :func:`~ctxkit.packing.hf.pack_dataset`, the
+Ray adapter (:func:`ctxkit.distributed.pack`) and ``ctxkit pack`` take or build, so every entry
+point has the same defaults and rejects the same bad values with the same one-line message.
+
+Example:
+    >>> opts = PackOptions(capacity=4096, separator_id=2, seed=0)
+    >>> opts.layout, opts.replace(layout="flat").layout
+    ('padded', 'flat')
+    >>> PackOptions(capacity=10**12)
+    Traceback (most recent call last):
+    ...
+    ValueError: capacity must be at most 16,777,216 tokens, got 1,000,000,000,000
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "LAYOUTS",
+    "MAX_CAPACITY",
+    "OVERFLOW_POLICIES",
+    "STRATEGIES",
+    "PackOptions",
+    "check_capacity",
+    "check_choice",
+]
+
+STRATEGIES = ("bfd", "ffd", "wrapped", "greedy", "optimal")
+OVERFLOW_POLICIES = ("error", "split", "truncate", "drop")
+LAYOUTS = ("padded", "flat")
+# 16 M tokens: above every model's context window. One padded row of that many int64 ids is
+# already 128 MiB per array, and larger values (10**12, 2**63) would only fail later trying to
+# allocate terabytes, or overflow the int32 cu_seqlens.
+MAX_CAPACITY = 2**24
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_capacity(value: Any, name: str = "capacity") -> int:
+    """``value`` as an int in ``1..MAX_CAPACITY``, or a one-line ``ValueError`` naming ``name``.
+
+    Example:
+        >>> check_capacity(np.int64(512))
+        512
+    """
+    if not _is_int(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if value > MAX_CAPACITY:
+        raise ValueError(f"{name} must be at most {MAX_CAPACITY:,} tokens, got {int(value):,}")
+    return int(value)
+
+
+def check_choice(value: Any, choices: tuple[str, ...], what: str) -> str:
+    """``value`` if it is one of ``choices``, else ``ValueError("unknown {what} ...")``.
+
+    Example:
+        >>> check_choice("ffd", STRATEGIES, "strategy")
+        'ffd'
+    """
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"unknown {what} {value!r}; choose one of {', '.join(choices)}")
+    return value
+
+
+def _check_token_id(value: Any, name: str, optional: bool) -> int | None:
+    if value is None and optional:
+        return None
+    if not _is_int(value) or not -(2**63) <= value < 2**63:  # ids are stored as int64
+        kind = "an integer token id" + (" or None" if optional else "")
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class PackOptions:
+    """How sequences are packed into windows (see :func:`ctxkit.pack` for each field).
+
+    Attributes:
+        capacity: window length in tokens, separators included (``1..MAX_CAPACITY``).
+        strategy: ``bfd``, ``ffd``, ``wrapped``, ``greedy`` or ``optimal``.
+        overflow: sequences over ``capacity``: ``error``, ``split``, ``truncate`` or ``drop``.
+        separator_id: token appended after every non-empty sequence (e.g. EOS), or None.
+        label_separators: keep the separator as a label (the model learns to emit it).
+        pad_id: token id of the padding in the padded layout.
+        seed: shuffle the windows with this seed; None keeps the planner's order.
+        layout: ``padded`` (``[rows, capacity]``) or ``flat`` (``[1, T]``, padding-free).
+    """
+
+    capacity: int = 2048
+    strategy: str = "bfd"
+    overflow: str = "error"
+    separator_id: int | None = None
+    label_separators: bool = False
+    pad_id: int = 0
+    seed: int | None = None
+    layout: str = "padded"
+
+    def __post_init__(self) -> None:
+        # normalise numpy integers to int so options compare, hash and pickle plainly
+        set_ = object.__setattr__
+        set_(self, "capacity", check_capacity(self.capacity))
+        check_choice(self.strategy, STRATEGIES, "strategy")
+        check_choice(self.overflow, OVERFLOW_POLICIES, "overflow policy")
+        check_choice(self.layout, LAYOUTS, "layout")
+        set_(self, "separator_id", _check_token_id(self.separator_id, "separator_id", True))
+        set_(self, "pad_id", _check_token_id(self.pad_id, "pad_id", False))
+        if not isinstance(self.label_separators, (bool, np.bool_)):
+            raise ValueError(f"label_separators must be True or False, got "
+                             f"{self.label_separators!r}")
+        set_(self, "label_separators", bool(self.label_separators))
+        if self.seed is not None:
+            if not _is_int(self.seed) or self.seed < 0:
+                raise ValueError(f"seed must be a non-negative integer or None, got {self.seed!r}")
+            set_(self, "seed", int(self.seed))
+
+    def replace(self, **changes: Any) -> PackOptions:
+        """A copy with ``changes`` applied (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def resolve(cls, options: PackOptions | None, **kwargs: Any) -> PackOptions:
+        """The options a function was called with: ``options`` when given, with every keyword
+        that differs from the default applied on top; else the keywords alone.
+
+        This is how the public functions keep their keyword arguments while defaults and
+        validation live here. A keyword of None means "not given" for ``capacity``.
+
+        Example:
+            >>> PackOptions.resolve(PackOptions(capacity=64, seed=1), strategy="ffd").seed
+            1
+            >>> PackOptions.resolve(None, capacity=None, layout="flat").capacity
+            2048
+        """
+        if kwargs.get("capacity", 0) is None:
+            del kwargs["capacity"]
+        unknown = set(kwargs) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise TypeError(f"unknown packing option(s): {', '.join(sorted(unknown))}")
+        if options is None:
+            return cls(**kwargs)
+        if not isinstance(options, cls):
+            raise TypeError(f"options must be a {cls.__name__}, got {type(options).__name__}")
+        changed = {k: v for k, v in kwargs.items() if not _same(v, getattr(_DEFAULTS, k))}
+        return options.replace(**changed) if changed else options
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+_DEFAULTS = PackOptions()
