@@ -17,11 +17,12 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from ctxkit.options import OptionSet
 
 __all__ = [
     "LAYOUTS",
@@ -82,7 +83,7 @@ def _check_token_id(value: Any, name: str, optional: bool) -> int | None:
 
 
 @dataclass(frozen=True)
-class PackOptions:
+class PackOptions(OptionSet):
     """How sequences are packed into windows (see :func:`ctxkit.pack` for each field).
 
     Attributes:
@@ -123,20 +124,11 @@ class PackOptions:
                 raise ValueError(f"seed must be a non-negative integer or None, got {self.seed!r}")
             set_(self, "seed", int(self.seed))
 
-    def replace(self, **changes: Any) -> PackOptions:
-        """A copy with ``changes`` applied (validated again)."""
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    _what = "packing option"
 
     @classmethod
     def resolve(cls, options: PackOptions | None, **kwargs: Any) -> PackOptions:
-        """The options a function was called with: ``options`` when given, with every keyword
-        that differs from the default applied on top; else the keywords alone.
-
-        This is how the public functions keep their keyword arguments while defaults and
-        validation live here. A keyword of None means "not given" for ``capacity``.
+        """:meth:`ctxkit.options.OptionSet.resolve`; a ``capacity`` of None means "not given".
 
         Example:
             >>> PackOptions.resolve(PackOptions(capacity=64, seed=1), strategy="ffd").seed
@@ -146,19 +138,4 @@ class PackOptions:
         """
         if kwargs.get("capacity", 0) is None:
             del kwargs["capacity"]
-        unknown = set(kwargs) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise TypeError(f"unknown packing option(s): {', '.join(sorted(unknown))}")
-        if options is None:
-            return cls(**kwargs)
-        if not isinstance(options, cls):
-            raise TypeError(f"options must be a {cls.__name__}, got {type(options).__name__}")
-        changed = {k: v for k, v in kwargs.items() if not _same(v, getattr(_DEFAULTS, k))}
-        return options.replace(**changed) if changed else options
-
-
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
-
-
-_DEFAULTS = PackOptions()
+        return super().resolve(options, **kwargs)
