@@ -193,54 +193,92 @@ def _token_dataset(lengths, blocks=4):
     return ds, seqs
 
 
-def test_pack_global_equals_pack_lengths(ray_session):
-    lengths = np.random.default_rng(0).integers(0, 300, 400)
+def _windows_table(out):
+    """Every window of a DistributedPack as one Arrow table in window order."""
+    import pyarrow as pa
+
+    return pa.concat_tables(ray.get(out.windows.to_arrow_refs())).sort_by("window")
+
+
+@pytest.mark.parametrize("options", [
+    dict(),
+    dict(separator_id=0, overflow="split", seed=3, layout="flat"),
+    dict(separator_id=5, overflow="truncate", strategy="wrapped", pad_id=9),
+    dict(separator_id=2, overflow="drop", strategy="optimal", label_separators=True, seed=1),
+    dict(strategy="greedy", layout="flat"),
+])
+def test_pack_global_equals_local_pack(ray_session, options):
+    """Same sequences, same options: the windows of ctxkit.pack, column for column."""
+    from ctxkit.packing.collate import pack as local_pack
+    from ctxkit.packing.hf import packed_table
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(0, 300, 240)
     lengths[[5, 17]] = 0
-    ds, seqs = _token_dataset(lengths)
-    out = pack(ds, 512, column="input_ids", mode="global")
-    windows = out.windows.take_all()
-    plan = pack_lengths(lengths, 512)
-    assert sorted(tuple(w["rows"]) for w in windows) == sorted(tuple(b) for b in
-                                                                 map(np.ndarray.tolist, plan.bins))
-    for w in windows:  # tokens in plan order, nothing else
-        assert list(w["input_ids"]) == [t for r in w["rows"] for t in seqs[r]]
-        assert w["tokens"] == len(w["input_ids"]) <= 512
-    assert out.stats["windows"] == plan.n_bins == len(windows)
-    assert {(s["row"], s["reason"]) for s in out.skipped.take_all()} == \
-        {(int(i), "empty") for i in np.flatnonzero(lengths == 0)} >= {(5, "empty"), (17, "empty")}
-    lengths_only = pack(ds, 512, column="n", mode="global")
-    assert sorted(tuple(w["rows"]) for w in lengths_only.windows.take_all()) == \
-        sorted(tuple(w["rows"]) for w in windows)
+    lengths[[3, 40]] = [900, 513]  # over capacity: split, truncated or dropped
+    if not options.get("overflow"):
+        lengths[[3, 40]] = [400, 12]
+    seqs = [rng.integers(1, 1000, int(n)).tolist() for n in lengths]
+    masks = [(rng.random(int(n)) < 0.7).astype(int).tolist() for n in lengths]
+    ds = ray.data.from_items([{"input_ids": s, "mask": m, "id": f"k{i}"}
+                              for i, (s, m) in enumerate(zip(seqs, masks))],
+                             override_num_blocks=4)
+    out = pack(ds, 512, mask_column="mask", id_column="id", **options)
+    got = _windows_table(out)
+    batch = local_pack(seqs, 512, completion_mask=masks, **options)
+    want = packed_table(batch, ids=[f"k{i}" for i in range(len(seqs))])
+    assert got.column("window").to_pylist() == list(range(want.num_rows))
+    assert got.drop_columns(["window"]).equals(want)
+    assert out.stats["windows"] == batch.n_windows and out.stats["tokens"] == batch.total_tokens
+    skipped = {(s["row"], s["reason"]) for s in out.skipped.take_all()}
+    assert skipped >= {(5, "empty"), (17, "empty")}
+    assert {r for r, why in skipped if why == "over capacity"} == set(batch.dropped.tolist())
+
+
+def test_pack_lengths_only_lists_the_plan(ray_session):
+    lengths = np.random.default_rng(0).integers(0, 300, 400)
+    ds, _ = _token_dataset(lengths)
+    plan = pack_lengths(lengths, 512, seed=2)
+    got = _windows_table(pack(ds, 512, column="n", seed=2))
+    assert got.column("source_ids").to_pylist() == [b.tolist() for b in plan.bins]
+    assert got.column("seq_lengths").to_pylist() == [lengths[b].tolist() for b in plan.bins]
 
 
 def test_pack_per_block_places_every_row_once(ray_session):
     lengths = np.random.default_rng(1).integers(1, 200, 300)
     ds, seqs = _token_dataset(lengths, blocks=6)
-    out = pack(ds, 256, column="input_ids", mode="block")
+    out = pack(ds, 256, column="input_ids", mode="block", separator_id=0, layout="flat")
     windows = out.windows.take_all()
-    rows = sorted(r for w in windows for r in w["rows"])
+    rows = sorted(r for w in windows for r in w["source_ids"])
     assert rows == list(range(len(lengths)))
-    for w in windows:
-        assert list(w["input_ids"]) == [t for r in w["rows"] for t in seqs[r]]
-        assert sum(w["lengths"]) == w["tokens"] <= 256
+    assert len({w["window"] for w in windows}) == len(windows)
+    for w in windows:  # each window: its rows' tokens, each followed by the separator
+        assert list(w["input_ids"]) == [t for r in w["source_ids"] for t in seqs[r] + [0]]
+        assert sum(w["seq_lengths"]) == len(w["input_ids"]) <= 256
     block = window_utilization(out.windows, 256)
-    glob = pack_lengths(lengths, 256)
+    glob = pack_lengths(lengths + 1, 256)
     assert block["tokens"] == glob.total_tokens
     assert block["windows"] >= glob.n_bins  # per-block packing never beats the global plan
+    with pytest.raises(ValueError, match="mode='block' keeps each window inside one block"):
+        pack(ds, 256, mode="block", overflow="split")
 
 
-def test_pack_overflow(ray_session):
+def test_pack_overflow_and_options(ray_session):
     ds, _ = _token_dataset([10, 600, 20], blocks=1)
-    with pytest.raises(Exception, match=r"row 1 has 600 tokens, more than capacity 512"):
+    with pytest.raises(ValueError, match=r"^row 1 has 600 tokens, more than capacity 512; 1 "):
         pack(ds, 512, mode="global")
-    with pytest.raises(Exception, match=r"row 1 has 600 tokens"):
+    with pytest.raises(ValueError, match=r"^row 1 has 601 tokens"):  # the separator counts
+        pack(ds, 600, mode="global", separator_id=0)
+    with pytest.raises(ValueError, match=r"row 1 has 600 tokens"):  # from a worker, typed
         pack(ds, 512, mode="block").windows.take_all()
-    cut = pack(ds, 512, mode="global", overflow="truncate").windows.take_all()
-    assert sorted(np.concatenate([w["lengths"] for w in cut]).tolist()) == [10, 20, 512]
-    dropped = pack(ds, 512, mode="global", overflow="drop")
+    cut = _windows_table(pack(ds, 512, overflow="truncate"))
+    assert sorted(np.concatenate(cut.column("seq_lengths").to_pylist()).tolist()) == [10, 20, 512]
+    dropped = pack(ds, 512, overflow="drop")
     assert [s["reason"] for s in dropped.skipped.take_all()] == ["over capacity"]
-    with pytest.raises(ValueError, match="overflow"):
-        pack(ds, 512, overflow="split")
+    with pytest.raises(ValueError, match="at most 16,777,216 tokens"):
+        pack(ds, 10**12)
+    with pytest.raises(ValueError, match="unknown layout 'rows'"):
+        pack(ds, 512, layout="rows")
 
 
 # ---------------------------------------------------------------- embedding
@@ -324,7 +362,8 @@ def test_run_command_dedup_and_pack(ray_session, tmp_path):
         run_command("pack", "local", src, tmp_path / "w.parquet", capacity=64)
     bad = tmp_path / "bad.jsonl"  # a worker's error comes back as one ValueError line
     bad.write_text('{"id": "a", "body": "ok"}\n{"id": "b", "body": 5}\n')
-    with pytest.raises(ValueError, match=r"^record 'b': field 'body' must hold text, got int$"):
+    with pytest.raises(ValueError, match=r"^bad.jsonl record 2 \(id b\): field 'body' is int, "
+                                         r"not text$"):
         run_command("pack", "local", bad, tmp_path / "b.parquet", field="body", id_field="id")
 
     rows = dict(run_command("pack", "local", src, tmp_path / "w.parquet", field="body",
@@ -332,7 +371,8 @@ def test_run_command_dedup_and_pack(ray_session, tmp_path):
     windows = ray.data.read_parquet(str(tmp_path / "w.parquet")).take_all()
     assert rows["windows"] == len(windows)
     assert rows["skipped (empty/dropped)"] == 2
-    assert sorted(r for w in windows for r in w["rows"]) == [i for i, t in enumerate(texts) if t]
+    assert sorted(int(r) for w in windows for r in w["source_ids"]) == \
+        [i for i, t in enumerate(texts) if t]
 
 
 def test_run_command_embed_matches_packed_encoder(ray_session, tmp_path):
@@ -347,11 +387,14 @@ def test_run_command_embed_matches_packed_encoder(ray_session, tmp_path):
              "ünïcode и 日本語 text", "word " * 300]
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    rows = dict(run_command("embed", "local", src, tmp_path / "v.npy", batch_size=2))
+    rows = dict(run_command("embed", "local", src, tmp_path / "v.npy", chunk_size=2,
+                            ids=True))
     got = np.load(tmp_path / "v.npy")
-    want = PackedEncoder(device="cpu").encode(texts)
+    # chunks of 2 texts on both sides: the same forward passes, so the same bits
+    want = PackedEncoder(device="cpu", chunk_size=2).encode(texts)
     assert rows["texts"] == len(texts) and got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got, want)
+    assert (tmp_path / "v.npy.ids.jsonl").read_text() == "".join(f'"{i}"\n' for i in range(5))
 
 
 def test_auto_shuffle_picks_sort_for_small_inputs(ray_session):

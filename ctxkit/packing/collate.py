@@ -46,6 +46,7 @@ __all__ = [
     "collate_plan",
     "pack",
     "pack_arrays",
+    "plan_segments",
 ]
 
 IGNORE_INDEX = -100  # what torch's cross entropy and transformers skip
@@ -214,8 +215,13 @@ def _as_int_arrays(sequences: Sequence[Any], what: str) -> tuple[np.ndarray, np.
     return flat, lengths
 
 
-def _plan_arrays(plan: PackPlan) -> tuple[np.ndarray, ...]:
-    """Per segment: row, input index, start, stop (int64 arrays), in row order."""
+def plan_segments(plan: PackPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per segment of ``plan``: window, input index, start, stop (int64 arrays), in row order.
+
+    Example:
+        >>> [a.tolist() for a in plan_segments(pack_lengths([3, 5, 2], 8))]
+        [[0, 0, 1], [1, 0, 2], [0, 0, 0], [5, 3, 2]]
+    """
     pieces = plan.pieces
     if pieces is not None and all(hasattr(pieces, a) for a in ("src", "start", "stop", "offsets")):
         # flat piece storage (PieceList): no Python step per segment at all
@@ -288,7 +294,7 @@ def collate_plan(
     """
     check_choice(layout, LAYOUTS, "layout")
     capacity = int(plan.capacity)
-    rows, inp, start, stop = _plan_arrays(plan)
+    rows, inp, start, stop = plan_segments(plan)
     _check_coverage(plan, inp, start, stop, lengths)
     seg_len = stop - start
     if inp.size and (seg_len == 0).any():  # zero-length pieces carry nothing: leave them out
