@@ -46,6 +46,10 @@ import numpy as np
 from ctxkit.compression.density import near_duplicates
 from ctxkit.compression.prune import check_budget, compress, unit_scores
 from ctxkit.compression.scorers import Scorer, get_scorer
+from ctxkit.io.messages import message_format as _format
+from ctxkit.io.messages import message_text as _text
+from ctxkit.io.messages import raw_role as _role
+from ctxkit.io.messages import tool_call_ids as _tool_ids
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = ["ChatCompression", "MessageChange", "compress_chat", "count_chat_tokens"]
@@ -75,6 +79,7 @@ class MessageChange:
     tokens_before: int
     tokens_after: int
     score: float | None = None
+    code: str = ""  # ``reason`` as data: filler, duplicate, over_budget or shortened
 
 
 @dataclass
@@ -108,46 +113,6 @@ class ChatCompression:
 
 # ---------------------------------------------------------------------------------------------
 # message access
-
-
-def _format(messages: Sequence[Any]) -> str:
-    if not isinstance(messages, (list, tuple)):
-        raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
-    kinds = set()
-    for i, m in enumerate(messages):
-        if not isinstance(m, Mapping):
-            raise TypeError(f"message {i} is {type(m).__name__}, not an object")
-        if "role" in m:
-            kinds.add("openai")
-        elif "from" in m and "value" in m:
-            kinds.add("sharegpt")
-        else:
-            raise ValueError(f"message {i} has neither 'role' (OpenAI) nor 'from'/'value' "
-                             f"(ShareGPT) keys: {sorted(m)}")
-    if len(kinds) > 1:
-        raise ValueError("messages mix OpenAI {role, content} and ShareGPT {from, value} turns")
-    return kinds.pop() if kinds else "openai"
-
-
-def _role(m: Mapping[str, Any]) -> str:
-    return str(m.get("role", m.get("from", "")))
-
-
-def _text(m: Mapping[str, Any], index: int) -> str:
-    content = m.get("content", m.get("value"))
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI content parts
-        return "".join(p.get("text", "") for p in content
-                       if isinstance(p, Mapping) and isinstance(p.get("text", ""), str))
-    raise ValueError(f"message {index} content is {type(content).__name__}, not text or parts")
-
-
-def _tool_ids(m: Mapping[str, Any]) -> list[str]:
-    calls = m.get("tool_calls") or []
-    return [str(c.get("id")) for c in calls if isinstance(c, Mapping) and c.get("id")]
 
 
 def count_chat_tokens(messages: Sequence[Mapping[str, Any]], tokenizer: str | Tokenizer =
@@ -270,23 +235,24 @@ def compress_chat(
     ledger: list[MessageChange] = []
     keep = np.ones(n, dtype=bool)
 
-    def drop(members: Sequence[int], reason: str, score: float | None = None) -> None:
+    def drop(members: Sequence[int], reason: str, score: float | None = None,
+             code: str = "over_budget") -> None:
         for i in members:
             keep[i] = False
             ledger.append(MessageChange(int(i), roles[i], "dropped", reason, int(cost[i]), 0,
-                                        score))
+                                        score, code))
 
     single = [len(groups[group_of[i]]) == 1 for i in range(n)]
     for i in range(n):
         if not protected[i] and single[i] and _FILLER.match(texts[i].strip() or "ok"):
-            drop([i], "filler")
+            drop([i], "filler", code="filler")
     # a re-asked question: keep the latest copy, so look for duplicates from the end
     dup_rev = near_duplicates(texts[::-1], dedup_threshold) if n > 1 else []
     for k, d in enumerate(dup_rev):
         i, j = n - 1 - k, n - 1 - d
         if d >= 0 and keep[i] and not protected[i] and single[i] and roles[i] == roles[j] \
                 and texts[i].strip():
-            drop([i], f"duplicate of message {j}")
+            drop([i], f"duplicate of message {j}", code="duplicate")
 
     if query is None:
         query = next((texts[i] for i in range(n - 1, -1, -1) if roles[i] in _USER), None)
@@ -318,7 +284,7 @@ def compress_chat(
                 ledger.append(MessageChange(i, roles[i], "shortened",
                                             f"shortened to fit ({len(short.dropped)} of "
                                             f"{len(short.units)} sentences dropped)",
-                                            int(cost[i]), after, score))
+                                            int(cost[i]), after, score, "shortened"))
                 continue
         drop(members, "over budget" + (" (tool call and results)" if len(members) > 1 else ""),
              score)

@@ -42,22 +42,22 @@ _HF_PACKABLE = {"bert": 0, "roberta": None, "xlm-roberta": None, "camembert": No
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
-    """``"auto"`` is CUDA when available, else CPU; a device this machine lacks is a one-line
-    ``ValueError``."""
+    """``"auto"`` is CUDA when available, else CPU; a device this machine lacks is a
+    ``ValueError`` (before any model is loaded)."""
     if isinstance(device, str) and device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         dev = torch.device(device)
-    except RuntimeError:
-        raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda, cuda:N or mps") from None
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {str(dev)!r} requested but CUDA is not available "
-                         f"(torch {torch.__version__}); use --device cpu or auto")
+        raise ValueError(f"device {device!r} needs CUDA, which this machine does not have; "
+                         "use cpu or auto")
     if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ValueError(f"device {str(dev)!r} requested but this machine has "
-                         f"{torch.cuda.device_count()} CUDA device(s)")
-    if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError("device 'mps' requested but MPS is not available; use cpu or auto")
+        raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} "
+                         "CUDA device(s)")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device {device!r} is not supported; use auto, cpu, cuda or cuda:N")
     return dev
 
 
