@@ -11,9 +11,32 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
-__all__ = ["OptionSet"]
+from ctxkit.errors import OptionError
+
+__all__ = ["OptionSet", "bad_option", "cli_option_error"]
 
 T = TypeVar("T", bound="OptionSet")
+
+
+def bad_option(option: str, rest: str) -> OptionError:
+    """An :class:`~ctxkit.errors.OptionError` whose message is ``option`` followed by ``rest``
+    (``bad_option("capacity", " must be positive")``); ``rest`` is kept as ``detail`` so a
+    front end can name the option its own way (:func:`cli_option_error`)."""
+    err = OptionError(option, f"{option}{rest}")
+    err.detail = rest
+    return err
+
+
+def cli_option_error(exc: OptionError) -> OptionError:
+    """``exc`` as the CLI says it: the keyword ``batch_tokens`` becomes ``--batch-tokens``.
+
+    Example:
+        >>> str(cli_option_error(bad_option("pad_id", " must be an integer")))
+        '--pad-id must be an integer'
+    """
+    flag = "--" + exc.option.removeprefix("--").replace("_", "-")
+    detail = getattr(exc, "detail", None)
+    return OptionError(flag, f"{flag}{detail}" if detail is not None else str(exc))
 
 
 class OptionSet:

@@ -180,7 +180,7 @@ def test_huge_capacity(tmp_path, capsys, src, capacity):
                  ["pack", src, "-c", capacity, "-o", out, "--layout", "flat"],
                  ["eval", src, "--capacity", capacity, "-o", tmp_path / "r"],
                  ["demo", "--n", "5", "--capacity", capacity]):
-        fails(capsys, *args, match=r"--capacity .* is more than the 2,147,483,647 tokens")
+        fails(capsys, *args, match=r"--capacity .* is more than the 16,777,216 tokens")
     assert time.perf_counter() - start < 10  # refused up front, nothing allocated
     assert not out.exists()
 

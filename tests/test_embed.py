@@ -128,7 +128,7 @@ def test_empty_input_and_bad_input(enc):
     with pytest.raises(ValueError, match=r"^unknown device 'tpu'; use auto, cpu, cuda"):
         PackedEncoder(device="tpu")
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match=r"^device 'cuda' requested but CUDA is not avail"):
+        with pytest.raises(ValueError, match=r"^device 'cuda' needs CUDA, which this machine"):
             PackedEncoder(device="cuda")
     with pytest.raises(ValueError, match="not found"):
         PackedEncoder("/nonexistent/model/dir")

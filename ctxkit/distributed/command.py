@@ -114,6 +114,9 @@ def run_command(
     it (the worker's typed :class:`~ctxkit.distributed.errors.WorkerInputError`). Raises
     :class:`~ctxkit.distributed.cluster.RayMissingError` when Ray is not installed.
     """
+    from ctxkit.errors import OptionError
+    from ctxkit.options import cli_option_error
+
     if command not in COMMANDS:
         raise ValueError(f"--ray supports {COMMANDS}, not {command!r}")
     if skip_bad:
@@ -136,6 +139,8 @@ def run_command(
             rows = _embed(reader, output, report_path, **options)
         else:
             rows = _pack(reader, output, report_path, **options)
+    except OptionError as exc:
+        raise cli_option_error(exc) from None
     except ray.exceptions.RayError as exc:
         # A bad record raises a typed error inside a worker; Ray hands it back as the cause.
         found = worker_input_error(exc)
@@ -171,6 +176,7 @@ class _Reader:
         return raise_worker_errors(ds), n
 
     def records(self, batch: dict[str, np.ndarray]) -> list:
+        from ctxkit.errors import Location
         from ctxkit.io.records import RecordError, record_from_dict
 
         rows = np.asarray(batch[ROW]).tolist()
@@ -180,8 +186,8 @@ class _Reader:
             obj = {k: _plain(batch[k][i]) for k in keys}
             try:
                 out.append(record_from_dict(
-                    obj, index=row, source=f"{Path(self.path).name} record {row + 1}",
-                    field=self.field, template=self.template, id_field=self.id_field))
+                    obj, index=row, field=self.field, template=self.template,
+                    id_field=self.id_field, location=Location(self.path, row=row)))
             except RecordError as exc:
                 raise WorkerInputError(str(exc), exc.record_id) from None
         return out
@@ -320,20 +326,20 @@ def _tokenize_block(batch: dict[str, np.ndarray], reader: _Reader, tokenizer: st
 
 
 def _pack(reader: _Reader, output: Path, report_path, *, options=None,
-          tokenizer: str = "cl100k_base", train_on_prompt: bool = False, mode: str = "global",
-          **pack_options: Any) -> list:
+          tokenizer: str = "cl100k_base", separator: str | None = None,
+          train_on_prompt: bool = False, mode: str = "global", **pack_options: Any) -> list:
     from ctxkit.distributed.packing import pack, window_utilization
     from ctxkit.io.records import write_json
-    from ctxkit.io.tokenizers import get_tokenizer
+    from ctxkit.jobs.common import load_tokenizer
+    from ctxkit.jobs.pack import parse_separator
     from ctxkit.packing.options import PackOptions
 
     opts = PackOptions.resolve(options, **pack_options)
     if output.suffix.lower() not in (".parquet", ".jsonl"):
         raise ValueError(f"output must end in .parquet or .jsonl, got {output.name}")
-    try:
-        get_tokenizer(tokenizer)  # fail here, once, rather than in every worker
-    except (ValueError, OSError) as exc:
-        raise ValueError(f"cannot load tokenizer {tokenizer!r}: {exc}") from None
+    tok = load_tokenizer(tokenizer)  # fail here, once, rather than in every worker
+    if separator is not None:  # as the CLI says it: eos, none or an id
+        opts = opts.replace(separator_id=parse_separator(separator, tok))
     masked = reader.template == "alpaca" and not train_on_prompt
     ds, n = reader.dataset()
     tokens = ds.map_batches(_tokenize_block, batch_format="numpy", fn_kwargs={

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxkit.errors import InputError
+
 __all__ = ["WorkerInputError", "raise_worker_errors", "worker_input_error"]
 
 
-class WorkerInputError(ValueError):
+class WorkerInputError(InputError):
     """A record a worker cannot use: ``message`` is one line naming it, ``record`` its id."""
 
     def __init__(self, message: str, record: Any = None) -> None:

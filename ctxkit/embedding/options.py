@@ -13,10 +13,11 @@ forward pass, so equal ``chunk_size`` gives bit-identical vectors on one machine
 Example:
     >>> EmbedOptions(device="cpu", batch_tokens=2048).chunk_size
     8192
-    >>> EmbedOptions(device="tpu")
-    Traceback (most recent call last):
-    ...
-    ValueError: unknown device 'tpu'; use auto, cpu, cuda, cuda:N or mps
+    >>> try:
+    ...     EmbedOptions(device="tpu")
+    ... except ValueError as exc:
+    ...     print(exc)
+    unknown device 'tpu'; use auto, cpu, cuda or cuda:N
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxkit.options import OptionSet
+from ctxkit.errors import OptionError
+from ctxkit.options import OptionSet, bad_option
 
 __all__ = ["ATTENTIONS", "DTYPES", "EmbedOptions", "deprecated_alias"]
 
@@ -39,15 +41,15 @@ _MAX_BATCH_TOKENS = 2**24  # far above any GPU's useful forward; catches a mispl
 
 def _positive_int(value: Any, name: str, upper: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise bad_option(name, f" must be a positive integer, got {value!r}")
     if upper is not None and value > upper:
-        raise ValueError(f"{name} must be at most {upper:,}, got {value:,}")
+        raise bad_option(name, f" must be at most {upper:,}, got {value:,}")
     return value
 
 
 def _optional_bool(value: Any, name: str) -> None:
     if value is not None and not isinstance(value, bool):
-        raise ValueError(f"{name} must be True, False or None, got {value!r}")
+        raise bad_option(name, f" must be True, False or None, got {value!r}")
 
 
 def deprecated_alias(old: str, new: str, old_value: Any, new_value: Any) -> Any:
@@ -94,20 +96,22 @@ class EmbedOptions(OptionSet):
             object.__setattr__(self, "model", str(self.model))
         device = str(self.device)  # a torch.device works too
         if not _DEVICE.fullmatch(device):
-            raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda, cuda:N or mps")
+            raise OptionError("device", f"unknown device {device!r}; use auto, cpu, cuda or "
+                                        "cuda:N")
         object.__setattr__(self, "device", device)
         if not isinstance(self.dtype, str):  # a torch.dtype
             object.__setattr__(self, "dtype", str(self.dtype).removeprefix("torch."))
         if self.dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {self.dtype!r}; use one of {', '.join(DTYPES)}")
+            raise OptionError("dtype", f"unknown dtype {self.dtype!r}; use one of "
+                                       f"{', '.join(DTYPES)}")
         if self.batch_tokens is not None:
             _positive_int(self.batch_tokens, "batch_tokens", _MAX_BATCH_TOKENS)
         _positive_int(self.chunk_size, "chunk_size")
         if self.row_length != "auto":
             _positive_int(self.row_length, "row_length")
         if self.attention not in ATTENTIONS:
-            raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}, "
-                             f"got {self.attention!r}")
+            raise bad_option("attention", f" must be one of {', '.join(ATTENTIONS)}, got "
+                                          f"{self.attention!r}")
         _optional_bool(self.normalize, "normalize")
         _optional_bool(self.overlap, "overlap")
 

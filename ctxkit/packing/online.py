@@ -74,7 +74,7 @@ class OnlinePacker:
             raise ValueError(f"buffer_size must be a positive integer, got {buffer_size!r}")
         if strategy not in ("bfd", "ffd", "optimal"):
             raise ValueError(f"online packing supports bfd, ffd or optimal, not {strategy!r}")
-        check_choice(overflow, OVERFLOW_POLICIES, "overflow policy")
+        check_choice(overflow, OVERFLOW_POLICIES, "overflow")
         if not 0 <= carry_fraction < 1:
             raise ValueError("carry_fraction must be in [0, 1)")
         self.capacity, self.buffer_size = int(capacity), int(buffer_size)

@@ -9,10 +9,11 @@ Example:
     >>> opts = PackOptions(capacity=4096, separator_id=2, seed=0)
     >>> opts.layout, opts.replace(layout="flat").layout
     ('padded', 'flat')
-    >>> PackOptions(capacity=10**12)
-    Traceback (most recent call last):
-    ...
-    ValueError: capacity must be at most 16,777,216 tokens, got 1,000,000,000,000
+    >>> try:
+    ...     PackOptions(capacity=10**12)
+    ... except ValueError as exc:
+    ...     print(exc)
+    capacity 1,000,000,000,000 is more than the 16,777,216 tokens a window can hold
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.options import OptionSet
+from ctxkit.options import OptionSet, bad_option
 
 __all__ = [
     "LAYOUTS",
@@ -48,28 +49,30 @@ def _is_int(value: Any) -> bool:
 
 
 def check_capacity(value: Any, name: str = "capacity") -> int:
-    """``value`` as an int in ``1..MAX_CAPACITY``, or a one-line ``ValueError`` naming ``name``.
+    """``value`` as an int in ``1..MAX_CAPACITY``, or a one-line
+    :class:`~ctxkit.errors.OptionError` (a ``ValueError``) naming ``name``.
 
     Example:
         >>> check_capacity(np.int64(512))
         512
     """
     if not _is_int(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise bad_option(name, f" must be a positive integer, got {value!r}")
     if value > MAX_CAPACITY:
-        raise ValueError(f"{name} must be at most {MAX_CAPACITY:,} tokens, got {int(value):,}")
+        raise bad_option(name, f" {int(value):,} is more than the {MAX_CAPACITY:,} tokens a "
+                               "window can hold")
     return int(value)
 
 
-def check_choice(value: Any, choices: tuple[str, ...], what: str) -> str:
-    """``value`` if it is one of ``choices``, else ``ValueError("unknown {what} ...")``.
+def check_choice(value: Any, choices: tuple[str, ...], name: str) -> str:
+    """``value`` if it is one of ``choices``, else an ``OptionError`` naming ``name``.
 
     Example:
         >>> check_choice("ffd", STRATEGIES, "strategy")
         'ffd'
     """
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"unknown {what} {value!r}; choose one of {', '.join(choices)}")
+        raise bad_option(name, f" {value!r} is unknown; choose one of {', '.join(choices)}")
     return value
 
 
@@ -78,7 +81,7 @@ def _check_token_id(value: Any, name: str, optional: bool) -> int | None:
         return None
     if not _is_int(value) or not -(2**63) <= value < 2**63:  # ids are stored as int64
         kind = "an integer token id" + (" or None" if optional else "")
-        raise ValueError(f"{name} must be {kind}, got {value!r}")
+        raise bad_option(name, f" must be {kind}, got {value!r}")
     return int(value)
 
 
@@ -111,17 +114,18 @@ class PackOptions(OptionSet):
         set_ = object.__setattr__
         set_(self, "capacity", check_capacity(self.capacity))
         check_choice(self.strategy, STRATEGIES, "strategy")
-        check_choice(self.overflow, OVERFLOW_POLICIES, "overflow policy")
+        check_choice(self.overflow, OVERFLOW_POLICIES, "overflow")
         check_choice(self.layout, LAYOUTS, "layout")
         set_(self, "separator_id", _check_token_id(self.separator_id, "separator_id", True))
         set_(self, "pad_id", _check_token_id(self.pad_id, "pad_id", False))
         if not isinstance(self.label_separators, (bool, np.bool_)):
-            raise ValueError(f"label_separators must be True or False, got "
-                             f"{self.label_separators!r}")
+            raise bad_option("label_separators", f" must be True or False, got "
+                                                 f"{self.label_separators!r}")
         set_(self, "label_separators", bool(self.label_separators))
         if self.seed is not None:
             if not _is_int(self.seed) or self.seed < 0:
-                raise ValueError(f"seed must be a non-negative integer or None, got {self.seed!r}")
+                raise bad_option("seed", f" must be a non-negative integer or None, got "
+                                         f"{self.seed!r}")
             set_(self, "seed", int(self.seed))
 
     _what = "packing option"

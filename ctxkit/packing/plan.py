@@ -231,7 +231,7 @@ class PackPlan:
 
 def _validate(lengths, capacity: int, strategy: str, overflow: str) -> np.ndarray:
     check_choice(strategy, STRATEGIES, "strategy")
-    check_choice(overflow, OVERFLOW_POLICIES, "overflow policy")
+    check_choice(overflow, OVERFLOW_POLICIES, "overflow")
     check_capacity(capacity)
     arr = np.asarray(lengths)
     if arr.ndim != 1:
