@@ -22,7 +22,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 from ctxkit.distributed import (  # noqa: E402
     RayMissingError,
     embed,
-    init_ray,
     minhash_dedup,
     pack,
     pair_similarity,
@@ -32,21 +31,6 @@ from ctxkit.distributed import (  # noqa: E402
 )
 from ctxkit.distributed.blocks import expand_ranges  # noqa: E402
 from ctxkit.packing.plan import pack_lengths  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def ray_session():
-    started = not ray.is_initialized()
-    init_ray(num_cpus=2)
-    from ray.data.context import ShuffleStrategy
-
-    ctx = ray.data.DataContext.get_current()
-    saved = ctx.shuffle_strategy
-    ctx.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
-    yield ray
-    ctx.shuffle_strategy = saved
-    if started:
-        ray.shutdown()
 
 
 def _near_duplicate_corpus(n: int = 160, seed: int = 0) -> list[str]:
@@ -352,7 +336,8 @@ def test_run_command_dedup_and_pack(ray_session, tmp_path):
                             threshold=0.6))
     ref = dedup(texts, method="minhash", threshold=0.6)
     report = json.loads((tmp_path / "dups.json").read_text())
-    assert rows["removed (minhash)"] == ref.n_removed == len(report["removed"])
+    assert rows["removed (minhash)"] == ref.n_removed == report["removed"] == \
+        len(report["duplicates"])
     kept = [json.loads(line) for f in sorted((tmp_path / "kept.jsonl").iterdir())
             for line in f.read_text().splitlines()]
     assert sorted(r["id"] for r in kept) == sorted(f"r{i}" for i in ref.keep)
@@ -375,10 +360,13 @@ def test_run_command_dedup_and_pack(ray_session, tmp_path):
         [i for i, t in enumerate(texts) if t]
 
 
-def test_run_command_embed_matches_packed_encoder(ray_session, tmp_path):
-    """The real PackedEncoder in a CPU actor, vectors in input order (.npy): equal to encode()."""
+def test_run_command_embed_parquet_matches_packed_encoder(ray_session, tmp_path):
+    """The real PackedEncoder in CPU actors; parquet part files carry id, vector and row."""
     pytest.importorskip("ctxkit.embedding.encoder")
     import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from ctxkit.distributed import run_command
     from ctxkit.embedding.encoder import PackedEncoder
@@ -386,15 +374,18 @@ def test_run_command_embed_matches_packed_encoder(ray_session, tmp_path):
     texts = ["A short one.", "", "Packed rows keep each document's own [CLS] and [SEP].",
              "ünïcode и 日本語 text", "word " * 300]
     src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    rows = dict(run_command("embed", "local", src, tmp_path / "v.npy", chunk_size=2,
-                            ids=True))
-    got = np.load(tmp_path / "v.npy")
-    # chunks of 2 texts on both sides: the same forward passes, so the same bits
-    want = PackedEncoder(device="cpu", chunk_size=2).encode(texts)
-    assert rows["texts"] == len(texts) and got.shape == want.shape
-    np.testing.assert_array_equal(got, want)
-    assert (tmp_path / "v.npy.ids.jsonl").read_text() == "".join(f'"{i}"\n' for i in range(5))
+    src.write_text("".join(json.dumps({"text": t, "k": f"d{i}"}) + "\n"
+                           for i, t in enumerate(texts)))
+    rows = dict(run_command("embed", "local", src, tmp_path / "v.parquet", id_field="k",
+                            ids=True, chunk_size=3, normalize=False))
+    table = pa.concat_tables([pq.read_table(f) for f in
+                              sorted((tmp_path / "v.parquet").glob("*.parquet"))]).sort_by("row")
+    assert rows["texts"] == len(texts) and table.column_names == ["id", "embedding", "row"]
+    assert table.column("id").to_pylist() == [f"d{i}" for i in range(len(texts))]
+    # chunks of 3 texts on both sides: the same forward passes, so the same bits
+    want = PackedEncoder(device="cpu", chunk_size=3).encode(texts, normalize=False)
+    np.testing.assert_array_equal(np.array(table.column("embedding").to_pylist(), np.float32),
+                                  want)
 
 
 def test_auto_shuffle_picks_sort_for_small_inputs(ray_session):

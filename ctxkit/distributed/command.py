@@ -224,10 +224,17 @@ def _dedup(input_path, output, field, id_field, report_path, method="minhash", t
                         id_column=id_field, ngram=ngram, unit=unit, seed=seed, keep=keep,
                         normalization=Normalization(punctuation=punctuation))
     where = _write(out.kept, output)
-    removed = out.report.take_all()
-    if report_path is not None:
-        write_json(report_path, {"info": out.info, "removed": removed})
-    n = out.result.n
+    n, removed = out.result.n, out.result.removed
+    if report_path is not None:  # the local report's fields, "line" aside
+        from ctxkit.distributed.blocks import collect_columns
+
+        ids = [str(i) for i in range(n)] if id_field is None else \
+            [str(v) for v in collect_columns(ds, [id_field])[id_field].tolist()]
+        write_json(report_path, {
+            "input": str(input_path), "output": where, "method": ["minhash"],
+            "threshold": threshold, "keep": keep, "records": n, "kept": n - len(removed),
+            "removed": len(removed), "skipped": [], "stages": out.info,
+            "duplicates": out.result.ledger(ids)})
     return [("records", n), ("kept", n - len(removed)), ("removed (minhash)", len(removed)),
             ("candidate pairs", out.info["candidates"]), ("verified pairs", out.info["verified"]),
             ("output", where)]

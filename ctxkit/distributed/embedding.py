@@ -167,6 +167,8 @@ def embed(
     else:
         size = num_workers or max(1, cluster_cpus() // cpus_per_worker)
         resources, threads = {"num_cpus": cpus_per_worker}, cpus_per_worker
+    if num_workers is None:  # an actor starts by loading the model: give each 2+ chunks
+        size = max(1, min(size, -(-n // (2 * opts.chunk_size))))
     # Whole chunks per block: a range-partitioned sort on the chunk number. It runs to the
     # end first, so the actors (which may hold every CPU) never wait on shuffle tasks.
     grouped = chunked.sort(_CHUNK).materialize()
