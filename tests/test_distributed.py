@@ -188,8 +188,8 @@ def _windows_table(out):
     dict(),
     dict(separator_id=0, overflow="split", seed=3, layout="flat"),
     dict(separator_id=5, overflow="truncate", strategy="wrapped", pad_id=9),
-    dict(separator_id=2, overflow="drop", strategy="optimal", label_separators=True, seed=1),
-    dict(strategy="greedy", layout="flat"),
+    dict(separator_id=2, overflow="drop", strategy="greedy", label_separators=True, seed=1,
+         layout="flat"),
 ])
 def test_pack_global_equals_local_pack(ray_session, options):
     """Same sequences, same options: the windows of ctxkit.pack, column for column."""

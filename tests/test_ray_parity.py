@@ -62,10 +62,9 @@ def _parts(directory: Path):
 
 
 @pytest.mark.parametrize("options", [
-    ["--field", "text", "--overflow", "truncate"],
+    ["--field", "text", "--overflow", "truncate", "--pad-id", "7"],
     ["--template", "alpaca", "--id-field", "rid", "--layout", "flat", "--seed", "3",
      "--overflow", "split", "--label-separators", "--strategy", "optimal"],
-    ["--field", "text", "--separator", "none", "--strategy", "wrapped", "--pad-id", "7"],
 ])
 def test_pack_on_ray_equals_local(ray_session, tmp_path, capsys, options):
     src = _write_jsonl(tmp_path / "in.jsonl", _alpaca(60))
