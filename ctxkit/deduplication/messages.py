@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ctxkit.deduplication.normalize import Normalization
-from ctxkit.deduplication.pipeline import _methods, dedup
+from ctxkit.deduplication.pipeline import dedup, parse_methods
 from ctxkit.io.messages import parse_messages
 
 __all__ = ["MessageDedup", "dedup_messages", "is_acknowledgement"]
@@ -112,7 +112,7 @@ def dedup_messages(
         raise ValueError(f"keep must be 'latest' or 'first', got {keep!r}")
     removable = [r for r in roles if r not in PROTECTED_ROLES]
     norm_keys = {"normalization", "nfkc", "case", "whitespace", "punctuation"}
-    if not norm_keys & set(options) and set(_methods(method)) & {"exact", "minhash"}:
+    if not norm_keys & set(options) and set(parse_methods(method)) & {"exact", "minhash"}:
         options["normalization"] = Normalization(punctuation=True)
     parsed = parse_messages(messages)  # OpenAI or ShareGPT turns, checked up front
     duplicate_of = np.full(len(messages), -1, dtype=np.int64)

@@ -46,8 +46,6 @@ def parse_methods(method: str | Sequence[str]) -> list[str]:
     return names
 
 
-_methods = parse_methods
-
 
 def check_threshold(threshold: float | Mapping[str, float] | None, names: Sequence[str]) -> None:
     """Every given threshold must be a similarity in [0, 1] for a method that takes one.

@@ -38,6 +38,11 @@ def parse_threshold(value: str | None) -> float | dict[str, float] | None:
                                          f"got {value!r}") from None
 
 
+def _where(rec: Any) -> dict[str, Any]:
+    """``line`` (None for Parquet) and the JSON element or Parquet row of a record."""
+    return {"line": rec.line, **(rec.location.to_dict() if rec.location else {})}
+
+
 @dataclass
 class DedupReport(JobReport):
     """Records in, kept, and one entry per removed record (its id, line, the kept id it
@@ -135,18 +140,18 @@ def run_dedup(
                             yield rec.raw
                         else:
                             report.duplicates.append({
-                                "id": rec.id, "line": rec.line, "duplicate_of": first_ids[first],
+                                "id": rec.id, **_where(rec), "duplicate_of": first_ids[first],
                                 "method": "exact", "similarity": 1.0})
 
             report.kept = write_records(out_tmp, streamed(), fmt=suffix)
             report.records = report.read.read
         else:
-            texts, ids, lines = [], [], []
+            texts, ids, wheres = [], [], []
             with progress("reading") as advance:
                 for rec in source.records(report.read):
                     texts.append(rec.text)
                     ids.append(rec.id)
-                    lines.append(rec.line)
+                    wheres.append(_where(rec))
                     advance()
             require_records(len(texts), source, report.read)
             options: dict[str, Any] = {"normalization": norm} \
@@ -164,7 +169,7 @@ def run_dedup(
             report.stages = result.info
             # ledger() lists removed items in index order, as result.removed does
             for row, i in zip(result.ledger(ids), result.removed):
-                report.duplicates.append({**row, "line": lines[i]})
+                report.duplicates.append({**row, **wheres[i]})
             keep_mask = result.duplicate_of < 0
 
             def kept_rows() -> Iterator[dict]:
