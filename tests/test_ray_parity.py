@@ -38,9 +38,13 @@ def _alpaca(n: int, seed: int = 0) -> list[dict]:
     rows = []
     for i in range(n):
         answer = " ".join(rng.choice(words, int(rng.integers(0, 120))))
+        turns = [{"role": "user", "content": f"Explain item {i % 7}"},
+                 {"role": "assistant", "content": answer}]
+        if i % 5 == 0:  # keys only some turns have (Arrow unifies them into one struct)
+            turns.append({"from": "human", "value": "thanks", "name": "u1"})
         rows.append({"rid": f"r{i}", "instruction": f"Explain item {i % 7}",
                      "input": "" if i % 3 else "some context", "output": answer,
-                     "text": f"Item {i}: {answer}"})
+                     "text": f"Item {i}: {answer}", "messages": turns})
     rows[4]["output"] = rows[4]["text"] = ""
     rows[9]["output"] = " ".join(["long"] * 700)  # over the window: split or truncated
     rows[9]["text"] = rows[9]["output"]
@@ -65,6 +69,7 @@ def _parts(directory: Path):
     ["--field", "text", "--overflow", "truncate", "--pad-id", "7"],
     ["--template", "alpaca", "--id-field", "rid", "--layout", "flat", "--seed", "3",
      "--overflow", "split", "--label-separators", "--strategy", "optimal"],
+    ["--template", "messages", "--overflow", "drop", "--separator", "none"],
 ])
 def test_pack_on_ray_equals_local(ray_session, tmp_path, capsys, options):
     src = _write_jsonl(tmp_path / "in.jsonl", _alpaca(60))

@@ -124,6 +124,10 @@ def run_command(
                          "is named); run without --ray, or fix the record")
     if template is not None and field is not None and command != "dedup":
         raise ValueError("give either --template or --field, not both")
+    try:  # options are checked before Ray starts
+        options = _with_option_set(command, options)
+    except OptionError as exc:
+        raise cli_option_error(exc) from None
     ray = require_ray()
     init_ray(None if address in (None, "", "local") else address)
     start = time.perf_counter()
@@ -150,6 +154,23 @@ def run_command(
     seconds = time.perf_counter() - start
     return [("ray cluster CPUs / GPUs", f"{int(ray.cluster_resources().get('CPU', 0))} / "
              f"{int(ray.cluster_resources().get('GPU', 0))}"), *rows, ("seconds", seconds)]
+
+
+def _with_option_set(command: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the stage's option-set fields (or its ``options``) folded into one
+    validated option set, ``opts``."""
+    import dataclasses
+
+    if command == "pack":
+        from ctxkit.packing.options import PackOptions as cls
+    elif command == "embed":
+        from ctxkit.embedding.options import EmbedOptions as cls
+    else:
+        return options
+    names = {f.name for f in dataclasses.fields(cls)}
+    rest = {k: v for k, v in options.items() if k not in names and k != "options"}
+    given = {k: v for k, v in options.items() if k in names}
+    return {**rest, "opts": cls.resolve(options.get("options"), **given)}
 
 
 class _Reader:
@@ -183,7 +204,7 @@ class _Reader:
         keys = [k for k in batch if k != ROW]
         out = []
         for i, row in enumerate(rows):
-            obj = {k: _plain(batch[k][i]) for k in keys}
+            obj = _plain({k: batch[k][i] for k in keys})
             try:
                 out.append(record_from_dict(
                     obj, index=row, field=self.field, template=self.template,
@@ -194,11 +215,13 @@ class _Reader:
 
 
 def _plain(value: Any) -> Any:
-    """An Arrow/numpy cell as the plain Python value JSON parsing gives."""
+    """An Arrow/numpy cell as the plain Python value JSON parsing gives. Arrow gives every
+    object of a column the union of their keys, filling the missing ones with None; those
+    keys are dropped again (so ``{"from": ..., "value": ...}`` turns stay ShareGPT turns)."""
     if isinstance(value, np.ndarray):
         return [_plain(v) for v in value.tolist()] if value.dtype == object else value.tolist()
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
         return [_plain(v) for v in value]
     if isinstance(value, np.generic):
@@ -247,13 +270,11 @@ def _texts_block(batch: dict[str, np.ndarray], reader: _Reader) -> dict[str, Any
             "text": np.array([r.text for r in records], dtype=object)}
 
 
-def _embed(reader: _Reader, output: Path, report_path, *, options=None, ids: bool = False,
-           **embed_options: Any) -> list:
+def _embed(reader: _Reader, output: Path, report_path, *, opts: Any,
+           ids: bool = False) -> list:
     from ctxkit.distributed.embedding import embed
-    from ctxkit.embedding.options import EmbedOptions
     from ctxkit.io.records import atomic_write, write_json
 
-    opts = EmbedOptions.resolve(options, **embed_options)
     suffix = output.suffix.lower()
     if suffix not in (".npy", ".parquet"):
         raise ValueError(f"output must end in .npy or .parquet, got {output.name!r}")
@@ -332,16 +353,14 @@ def _tokenize_block(batch: dict[str, np.ndarray], reader: _Reader, tokenizer: st
     return out
 
 
-def _pack(reader: _Reader, output: Path, report_path, *, options=None,
+def _pack(reader: _Reader, output: Path, report_path, *, opts: Any,
           tokenizer: str = "cl100k_base", separator: str | None = None,
-          train_on_prompt: bool = False, mode: str = "global", **pack_options: Any) -> list:
+          train_on_prompt: bool = False, mode: str = "global") -> list:
     from ctxkit.distributed.packing import pack, window_utilization
     from ctxkit.io.records import write_json
     from ctxkit.jobs.common import load_tokenizer
     from ctxkit.jobs.pack import parse_separator
-    from ctxkit.packing.options import PackOptions
 
-    opts = PackOptions.resolve(options, **pack_options)
     if output.suffix.lower() not in (".parquet", ".jsonl"):
         raise ValueError(f"output must end in .parquet or .jsonl, got {output.name}")
     tok = load_tokenizer(tokenizer)  # fail here, once, rather than in every worker
