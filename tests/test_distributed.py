@@ -21,6 +21,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 from ctxkit.distributed import (  # noqa: E402
     RayMissingError,
+    WorkerInputError,
     embed,
     minhash_dedup,
     pack,
@@ -308,10 +309,12 @@ def test_embed_rejects_non_text(ray_session):
 
     # The actor's code, run in-process: a bad value is named by its id.
     actor = _EmbedActor(CharEncoder, {}, "text", "id", "embedding", None, None)
-    batch = {"text": np.array(["ok", None], dtype=object), "id": np.array([1, 2])}
-    with pytest.raises(ValueError, match=r"id 2: column 'text' must hold text, got NoneType"):
+    batch = {"text": np.array(["ok", None], dtype=object), "id": np.array([1, 2]),
+             "_row": np.array([0, 1]), "_chunk": np.array([0, 0])}
+    with pytest.raises(WorkerInputError, match=r"id 2: column 'text' must hold text, got None"):
         actor(batch)
-    assert actor({"text": batch["text"][:1], "id": batch["id"][:1]})["embedding"].shape == (1, 16)
+    good = {k: v[:1] for k, v in batch.items()}
+    assert actor(good)["embedding"].shape == (1, 16)
     ds = ray.data.from_items([{"text": "ok", "id": 1}])
     with pytest.raises(ValueError, match="not in the dataset"):
         embed(ds, column="body", encoder=CharEncoder)

@@ -64,13 +64,10 @@ class _EmbedActor:
                 raise WorkerInputError(f"{name} {rid!r}: column {self.column!r} must hold "
                                        f"text, got {type(t).__name__}", rid)
         kwargs = {} if self.normalize is None else {"normalize": self.normalize}
-        if _CHUNK in batch:  # rows in input order, one encode() per chunk
-            order = np.argsort(np.asarray(batch[ROW]), kind="stable")
-            chunk = np.asarray(batch[_CHUNK])[order]
-            cuts = np.flatnonzero(np.diff(chunk)) + 1
-            groups = np.split(order, cuts) if order.size else []
-        else:
-            order, groups = np.arange(len(texts)), [np.arange(len(texts))]
+        # rows in input order, one encode() per chunk (the block holds whole chunks)
+        order = np.argsort(np.asarray(batch[ROW]), kind="stable")
+        cuts = np.flatnonzero(np.diff(np.asarray(batch[_CHUNK])[order])) + 1
+        groups = np.split(order, cuts) if order.size else []
         parts = [np.asarray(self.encoder.encode([texts[i] for i in g], **kwargs), np.float32)
                  for g in groups if len(g)]
         vecs = np.concatenate(parts) if parts else np.zeros((0, getattr(
