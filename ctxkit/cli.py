@@ -32,7 +32,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ctxkit.errors import InputError, RecordError
+from ctxkit.errors import InputError, OptionError, RecordError
 from ctxkit.io.records import ReadReport
 from ctxkit.jobs import JobReport, Source, Target
 
@@ -299,8 +299,8 @@ def dedup_cmd(
         help="Stages in order: exact, minhash, semantic (comma-separated).")] = "exact,minhash",
     threshold: Annotated[str | None, typer.Option(
         "--threshold", "-t",
-        help="Similarity for duplicates: one number for every stage, or minhash=0.5,semantic=0.9 "
-             "(defaults: MinHash Jaccard 0.5, semantic cosine 0.9).")] = None,
+        help="Similarity for duplicates: one number for every stage, or minhash=0.7,semantic=0.9 "
+             "(defaults: MinHash Jaccard 0.7, semantic cosine 0.9).")] = None,
     field: FieldOpt = None,
     template: TemplateOpt = None,
     id_field: IdFieldOpt = None,
@@ -316,6 +316,10 @@ def dedup_cmd(
         "--ignore-punctuation", help="Strip punctuation first.")] = False,
     seed: Annotated[int, typer.Option(
         "--seed", help="Seed for MinHash permutations and k-means.")] = 1,
+    boilerplate: Annotated[float | None, typer.Option(
+        "--strip-boilerplate", metavar="SHARE",
+        help="MinHash: leave out lines found in at least this share of the records (a shared "
+             "template), e.g. 0.01.")] = None,
     skip_bad: SkipBadOpt = False,
     in_place: InPlaceOpt = False,
     progress: ProgressOpt = True,
@@ -329,6 +333,10 @@ def dedup_cmd(
     from ctxkit.jobs import parse_threshold, run_dedup
 
     if ray_address is not None:
+        if boilerplate is not None:
+            raise OptionError("--strip-boilerplate", "--strip-boilerplate counts lines over the "
+                              "whole corpus and does not run with --ray; strip templates first "
+                              "or pick the varying --field")
         return run_on_ray("dedup", ray_address, input_path, output, field=field,
                           id_field=id_field, template=template, skip_bad=skip_bad,
                           report_path=report_path, method=method,
@@ -338,7 +346,7 @@ def dedup_cmd(
         Source(input_path, field, template, id_field, skip_bad),
         Target(output, report_path, in_place),
         method=method, threshold=parse_threshold(threshold), keep=keep, num_perm=num_perm,
-        ngram=ngram, unit=unit, punctuation=punctuation, seed=seed,
+        ngram=ngram, unit=unit, punctuation=punctuation, seed=seed, boilerplate=boilerplate,
         progress=progress_bar(progress)))
 
 

@@ -94,7 +94,7 @@ def dedup_messages(
         messages: ``{"role", "content", ...}`` dicts (OpenAI style), in order.
         method: dedup stages, as for :func:`ctxkit.dedup.dedup` (add ``"semantic"`` to
             catch paraphrased questions; it loads the embedding model).
-        threshold: as for ``dedup`` (MinHash Jaccard default 0.5, semantic cosine 0.9).
+        threshold: as for ``dedup`` (MinHash Jaccard default 0.7, semantic cosine 0.9).
         keep: ``"latest"`` keeps the last turn of each group, ``"first"`` the first.
         roles: roles whose turns may be removed; system/developer prompts, tool results
             and messages carrying tool calls are never removed whatever this says.
