@@ -753,6 +753,9 @@ def _one_line(text: str, head: int = 40, tail: int = 110) -> str:
 
 def _markdown_real(rd: dict[str, Any], lr: dict[str, Any]) -> list[str]:
     ts = rd["thresholds"]
+    if not rd["rows"]:
+        lines = ["", "(The shared instruction datasets are absent: no removals table.)"]
+        return lines + _markdown_recall(lr)
     lines = ["", "Records each threshold removes on the shared instruction datasets (MinHash, "
              "character 5-gram Jaccard, whole records / the varying part after stripping "
              "template lines found in >= 1% of records), next to what exact dedup, datasketch's "
@@ -773,7 +776,11 @@ def _markdown_real(rd: dict[str, Any], lr: dict[str, Any]) -> list[str]:
         lines += _table(["dataset", "t", "compared", "Jaccard", "text A", "text B"], [
             [s["dataset"], s["threshold"], s["compared"], s["jaccard"], _one_line(s["a"]),
              _one_line(s["b"])] for s in rd["samples"]])
-    lines += ["", f"Hub stars vs all pairs of every LSH bucket, toolformer's first {lr['docs']:,} "
+    return lines + _markdown_recall(lr)
+
+
+def _markdown_recall(lr: dict[str, Any]) -> list[str]:
+    lines = ["", f"Hub stars vs all pairs of every LSH bucket, toolformer's first {lr['docs']:,} "
               "records (whole): removals, and F1 of the pairs put in one cluster:", ""]
     lines += _table(
         ["threshold", "removed (all bucket pairs)", "removed (hub stars)", "removal recall",

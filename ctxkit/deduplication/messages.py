@@ -11,7 +11,7 @@ Example:
     ...         {"role": "user", "content": "How do I reverse a list in Python?"},
     ...         {"role": "assistant", "content": "Use reversed(xs) or xs[::-1]."},
     ...         {"role": "user", "content": "thanks!"},
-    ...         {"role": "user", "content": "how do i reverse a Python list??"},
+    ...         {"role": "user", "content": "how do i reverse a list in Python, please??"},
     ...         {"role": "user", "content": "Thank you so much."}]
     >>> out = dedup_messages(msgs)
     >>> out.kept
