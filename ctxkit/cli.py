@@ -32,7 +32,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ctxkit.errors import InputError, RecordError
+from ctxkit.errors import InputError, OptionError, RecordError
 from ctxkit.io.records import ReadReport
 from ctxkit.jobs import JobReport, Source, Target
 
@@ -208,8 +208,11 @@ def pack_cmd(
     """Tokenize records and pack them into full context windows (no cross-contamination)."""
     if ray_address is not None:
         return run_on_ray("pack", ray_address, input_path, output, field=field,
-                          id_field=id_field, capacity=capacity, tokenizer=tokenizer,
-                          strategy=strategy, overflow=overflow)
+                          id_field=id_field, template=template, skip_bad=skip_bad,
+                          report_path=report_path, capacity=capacity, tokenizer=tokenizer,
+                          strategy=strategy, separator=separator, overflow=overflow,
+                          layout=layout, seed=seed, pad_id=pad_id,
+                          train_on_prompt=train_on_prompt, label_separators=label_separators)
     from ctxkit.jobs import run_pack
 
     render(run_pack(
@@ -296,8 +299,8 @@ def dedup_cmd(
         help="Stages in order: exact, minhash, semantic (comma-separated).")] = "exact,minhash",
     threshold: Annotated[str | None, typer.Option(
         "--threshold", "-t",
-        help="Similarity for duplicates: one number for every stage, or minhash=0.5,semantic=0.9 "
-             "(defaults: MinHash Jaccard 0.5, semantic cosine 0.9).")] = None,
+        help="Similarity for duplicates: one number for every stage, or minhash=0.7,semantic=0.9 "
+             "(defaults: MinHash Jaccard 0.7, semantic cosine 0.9).")] = None,
     field: FieldOpt = None,
     template: TemplateOpt = None,
     id_field: IdFieldOpt = None,
@@ -313,6 +316,10 @@ def dedup_cmd(
         "--ignore-punctuation", help="Strip punctuation first.")] = False,
     seed: Annotated[int, typer.Option(
         "--seed", help="Seed for MinHash permutations and k-means.")] = 1,
+    boilerplate: Annotated[float | None, typer.Option(
+        "--strip-boilerplate", metavar="SHARE",
+        help="MinHash: leave out lines found in at least this share of the records (a shared "
+             "template), e.g. 0.01.")] = None,
     skip_bad: SkipBadOpt = False,
     in_place: InPlaceOpt = False,
     progress: ProgressOpt = True,
@@ -326,15 +333,20 @@ def dedup_cmd(
     from ctxkit.jobs import parse_threshold, run_dedup
 
     if ray_address is not None:
+        if boilerplate is not None:
+            raise OptionError("--strip-boilerplate", "--strip-boilerplate counts lines over the "
+                              "whole corpus and does not run with --ray; strip templates first "
+                              "or pick the varying --field")
         return run_on_ray("dedup", ray_address, input_path, output, field=field,
-                          id_field=id_field, report_path=report_path, method=method,
+                          id_field=id_field, template=template, skip_bad=skip_bad,
+                          report_path=report_path, method=method,
                           threshold=parse_threshold(threshold), keep=keep, num_perm=num_perm,
                           ngram=ngram, unit=unit, seed=seed, punctuation=punctuation)
     render(run_dedup(
         Source(input_path, field, template, id_field, skip_bad),
         Target(output, report_path, in_place),
         method=method, threshold=parse_threshold(threshold), keep=keep, num_perm=num_perm,
-        ngram=ngram, unit=unit, punctuation=punctuation, seed=seed,
+        ngram=ngram, unit=unit, punctuation=punctuation, seed=seed, boilerplate=boilerplate,
         progress=progress_bar(progress)))
 
 
@@ -371,9 +383,10 @@ def embed_cmd(
     """Embed every record's text with packed passes; same vectors as sentence-transformers."""
     if ray_address is not None:
         return run_on_ray("embed", ray_address, input_path, output, field=field,
-                          id_field=id_field, model=model, batch_size=chunk_size,
-                          normalize=normalize, device=device, dtype=dtype,
-                          batch_tokens=batch_tokens)
+                          id_field=id_field, template=template, skip_bad=skip_bad,
+                          report_path=summary_json, ids=ids, model=model,
+                          chunk_size=chunk_size, normalize=normalize, device=device,
+                          dtype=dtype, batch_tokens=batch_tokens)
     from ctxkit.jobs import run_embed
 
     render(run_embed(

@@ -11,7 +11,7 @@ Example:
     ...         {"role": "user", "content": "How do I reverse a list in Python?"},
     ...         {"role": "assistant", "content": "Use reversed(xs) or xs[::-1]."},
     ...         {"role": "user", "content": "thanks!"},
-    ...         {"role": "user", "content": "how do i reverse a Python list??"},
+    ...         {"role": "user", "content": "how do i reverse a list in Python, please??"},
     ...         {"role": "user", "content": "Thank you so much."}]
     >>> out = dedup_messages(msgs)
     >>> out.kept
@@ -94,7 +94,7 @@ def dedup_messages(
         messages: ``{"role", "content", ...}`` dicts (OpenAI style), in order.
         method: dedup stages, as for :func:`ctxkit.dedup.dedup` (add ``"semantic"`` to
             catch paraphrased questions; it loads the embedding model).
-        threshold: as for ``dedup`` (MinHash Jaccard default 0.5, semantic cosine 0.9).
+        threshold: as for ``dedup`` (MinHash Jaccard default 0.7, semantic cosine 0.9).
         keep: ``"latest"`` keeps the last turn of each group, ``"first"`` the first.
         roles: roles whose turns may be removed; system/developer prompts, tool results
             and messages carrying tool calls are never removed whatever this says.

@@ -55,6 +55,7 @@ class DedupReport(JobReport):
     kept: int = 0
     duplicates: list[dict[str, Any]] = field(default_factory=list)
     stages: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> list[tuple[str, Any]]:
         return [("records", self.records), ("kept", self.kept),
@@ -66,7 +67,7 @@ class DedupReport(JobReport):
             "threshold": self.threshold, "keep": self.keep, "records": self.records,
             "kept": self.kept, "removed": len(self.duplicates),
             "skipped": self.read.to_dict()["skipped"], "stages": self.stages,
-            "duplicates": self.duplicates,
+            "warnings": self.warnings, "duplicates": self.duplicates,
         }
 
 
@@ -82,6 +83,7 @@ def run_dedup(
     unit: str = "char",
     punctuation: bool = False,
     seed: int = 1,
+    boilerplate: float | None = None,
     progress: Progress = no_progress,
 ) -> DedupReport:
     """Remove duplicate records of ``source`` and write the kept ones, unchanged, to
@@ -157,7 +159,8 @@ def run_dedup(
             options: dict[str, Any] = {"normalization": norm} \
                 if {"exact", "minhash"} & set(stages) else {}
             if "minhash" in stages:
-                options.update(num_perm=num_perm, ngram=ngram, unit=unit)
+                options.update(num_perm=num_perm, ngram=ngram, unit=unit,
+                               boilerplate=boilerplate)
             if {"minhash", "semantic"} & set(stages):
                 options["seed"] = seed
             with progress(f"dedup ({', '.join(stages)})", len(stages)) as advance:
@@ -166,7 +169,8 @@ def run_dedup(
                 except (ValueError, TypeError) as exc:
                     raise InputError(str(exc)) from None
                 advance(len(stages))
-            report.stages = result.info
+            report.stages, report.warnings = result.info, result.warnings
+            report.notes += [f"warning: {w}" for w in result.warnings]
             # ledger() lists removed items in index order, as result.removed does
             for row, i in zip(result.ledger(ids), result.removed):
                 report.duplicates.append({**row, **wheres[i]})
