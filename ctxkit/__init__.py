@@ -45,6 +45,7 @@ _EXPORTS = {
     "CompressResult": "ctxkit.compression.prune",
     "compress_chat": "ctxkit.compression.chat",
     "ChatCompression": "ctxkit.compression.chat",
+    "ChatMemory": "ctxkit.compression.memory",
     "PackedEncoder": "ctxkit.embedding.encoder",
     "evaluate": "ctxkit.evaluation.harness",
     "EvalReport": "ctxkit.evaluation.harness",
