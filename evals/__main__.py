@@ -19,7 +19,7 @@ from pathlib import Path
 from evals._common import machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARKS = ("packing", "dedup", "embedding", "compression", "distributed")
+BENCHMARKS = ("packing", "dedup", "embedding", "compression", "chat_memory", "distributed")
 
 
 def git_commit() -> str | None:
