@@ -39,16 +39,16 @@ def test_compress_records_and_errors(tmp_path, capsys):
                    + json.dumps({"text": "short"}) + "\n")
     assert main(["compress", str(src), "-b", "25", "--query-field", "q", "-o", str(dst)]) == 0
     rows = [json.loads(line) for line in dst.read_text().splitlines()]
-    assert [r["id"] for r in rows] == ["0", "1"]
+    assert [sorted(r) for r in rows] == [["q", "text"], ["text"]]  # fields kept, none added
     assert "Ada Byte" in rows[0]["text"] and rows[1]["text"] == "short"
-    assert all(r["compressed_tokens"] <= 25 for r in rows)
+    assert all(TOK.count(r["text"]) <= 25 for r in rows)
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"text": TEXT}) + "\n" + json.dumps({"text": 3}) + "\n")
     assert main(["compress", str(bad), "-b", "25", "-o", str(dst)]) == 2
     assert "bad.jsonl:2" in err(capsys)
     assert main(["compress", str(src), "-b", "0", "-o", str(dst)]) == 2
-    assert "record 0: budget must be a positive" in err(capsys)
+    assert "--budget must be a positive" in err(capsys)
     assert main(["compress", str(src), "-b", "5", "-o", str(dst), "--force-keep",
                  "The lead engineer is Ada Byte."]) == 2
     assert "too small for the force_keep parts" in err(capsys)
@@ -56,9 +56,12 @@ def test_compress_records_and_errors(tmp_path, capsys):
     assert "unknown scorer" in err(capsys)
     latin = tmp_path / "latin.txt"
     latin.write_bytes("caf\xe9".encode("latin-1"))
-    assert main(["compress", str(latin), "-b", "5", "-o", str(dst)]) == 2
+    text_dst = tmp_path / "out.txt"
+    assert main(["compress", str(latin), "-b", "5", "-o", str(text_dst)]) == 2
     assert "not valid UTF-8 (byte 3)" in err(capsys)
-    assert main(["compress", str(tmp_path / "missing.txt"), "-b", "5", "-o", str(dst)]) == 2
+    assert main(["compress", str(latin), "-b", "5", "-o", str(dst)]) == 2
+    assert "the output is text" in err(capsys)
+    assert main(["compress", str(tmp_path / "missing.txt"), "-b", "5", "-o", str(text_dst)]) == 2
 
 
 def chat():

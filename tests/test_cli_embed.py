@@ -88,12 +88,12 @@ def test_bad_options(tmp_path, capsys):
                  str(tmp_path / "nomodel"), "--no-progress"]) == 2
 
 
-def test_empty_input_writes_empty_outputs(tmp_path):
+def test_empty_input_is_an_error_and_keeps_the_old_output(tmp_path, capsys):
     src = tmp_path / "in.jsonl"
     src.write_text("")
-    assert main(["embed", str(src), "-o", str(tmp_path / "v.npy"), "--device", "cpu",
-                 "--no-progress"]) == 0
-    assert np.load(tmp_path / "v.npy").shape == (0, 384)
-    assert main(["embed", str(src), "-o", str(tmp_path / "v.parquet"), "--ids",
-                 "--device", "cpu", "--no-progress"]) == 0
-    assert pq.read_table(tmp_path / "v.parquet").num_rows == 0
+    old = tmp_path / "v.npy"
+    old.write_bytes(b"previous")
+    assert main(["embed", str(src), "-o", str(old), "--device", "cpu", "--no-progress"]) == 2
+    assert "no records in" in capsys.readouterr().err
+    assert old.read_bytes() == b"previous"
+    assert not list(tmp_path.glob(".*.tmp"))

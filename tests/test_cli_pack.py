@@ -166,12 +166,12 @@ def test_pack_errors(tmp_path, capsys):
         assert message in _text(capsys), args
     assert main(["pack", str(src), "-c", "64", "--field", "text", "-o",
                  str(tmp_path / "o.csv")]) == 2
-    assert ".parquet or .jsonl" in _text(capsys)
+    assert ".parquet, .jsonl or .json" in _text(capsys)
     assert main(["pack", str(tmp_path / "missing.jsonl"), "-c", "64", "-o", str(out)]) == 2
     assert "not found" in _text(capsys)
     bad_only = _write_jsonl(tmp_path / "bad.jsonl", [], extra_lines=[b"nope\n"])
     assert main(["pack", str(bad_only), "-c", "64", "-o", str(out), "--skip-bad"]) == 2
-    assert "no records to pack" in _text(capsys)
+    assert "no records in" in _text(capsys)
 
 
 def test_demo_command(capsys, tmp_path):

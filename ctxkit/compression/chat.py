@@ -45,6 +45,10 @@ import numpy as np
 from ctxkit.compression.chat_features import ChatFeatures, billed_tokens
 from ctxkit.compression.prune import check_budget, compress
 from ctxkit.compression.scorers import Scorer
+from ctxkit.io.messages import message_format as _format
+from ctxkit.io.messages import message_text as _text
+from ctxkit.io.messages import raw_role as _role
+from ctxkit.io.messages import tool_call_ids as _tool_ids
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = ["ChatCompression", "MessageChange", "compress_chat", "count_chat_tokens"]
@@ -74,6 +78,9 @@ class MessageChange:
     tokens_before: int
     tokens_after: int
     score: float | None = None
+    # ``reason`` as data: filler, duplicate, over_budget, shortened, orphaned_tool_result or
+    # alternation
+    code: str = ""
 
 
 @dataclass
@@ -107,46 +114,6 @@ class ChatCompression:
 
 # ---------------------------------------------------------------------------------------------
 # message access
-
-
-def _format(messages: Sequence[Any]) -> str:
-    if not isinstance(messages, (list, tuple)):
-        raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
-    kinds = set()
-    for i, m in enumerate(messages):
-        if not isinstance(m, Mapping):
-            raise TypeError(f"message {i} is {type(m).__name__}, not an object")
-        if "role" in m:
-            kinds.add("openai")
-        elif "from" in m and "value" in m:
-            kinds.add("sharegpt")
-        else:
-            raise ValueError(f"message {i} has neither 'role' (OpenAI) nor 'from'/'value' "
-                             f"(ShareGPT) keys: {sorted(m)}")
-    if len(kinds) > 1:
-        raise ValueError("messages mix OpenAI {role, content} and ShareGPT {from, value} turns")
-    return kinds.pop() if kinds else "openai"
-
-
-def _role(m: Mapping[str, Any]) -> str:
-    return str(m.get("role", m.get("from", "")))
-
-
-def _text(m: Mapping[str, Any], index: int) -> str:
-    content = m.get("content", m.get("value"))
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI content parts
-        return "".join(p.get("text", "") for p in content
-                       if isinstance(p, Mapping) and isinstance(p.get("text", ""), str))
-    raise ValueError(f"message {index} content is {type(content).__name__}, not text or parts")
-
-
-def _tool_ids(m: Mapping[str, Any]) -> list[str]:
-    calls = m.get("tool_calls") or []
-    return [str(c.get("id")) for c in calls if isinstance(c, Mapping) and c.get("id")]
 
 
 def count_chat_tokens(messages: Sequence[Mapping[str, Any]], tokenizer: str | Tokenizer =
@@ -322,21 +289,23 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
             f"budget {budget} is too small for the kept messages: the system prompt and the last "
             f"{keep_last} message(s) need {floor} tokens")
 
-    def drop(members: Sequence[int], reason: str, score: float | None = None) -> None:
+    def drop(members: Sequence[int], reason: str, score: float | None = None,
+             code: str = "over_budget") -> None:
         for i in members:
             keep[i] = False
-            new_text.pop(i, None)
+            if new_text.pop(i, None) is not None:  # shortened first, dropped later
+                ledger[:] = [c for c in ledger if c.index != i]
             ledger.append(MessageChange(int(i), roles[i], "dropped", reason, int(cost[i]), 0,
-                                        score))
+                                        score, code))
 
     single = [len(groups[group_of[i]]) == 1 for i in range(n)]
     for i in range(n):
         if not protected[i] and single[i] and _FILLER.match(texts[i].strip() or "ok"):
-            drop([i], "filler")
+            drop([i], "filler", code="filler")
     # a re-asked question: the latest copy stays
     for i, j in enumerate(features.near_duplicates(texts, roles, opts.dedup_threshold)):
         if j >= 0 and keep[i] and not protected[i] and single[i] and texts[i].strip():
-            drop([i], f"duplicate of message {j}")
+            drop([i], f"duplicate of message {j}", code="duplicate")
 
     if query is None:
         query = next((texts[i] for i in range(n - 1, -1, -1) if roles[i] in _USER), None)
@@ -401,7 +370,7 @@ def _shortened(i: int, text: str, tokens: int, framing: int, score: float, reaso
                cost: np.ndarray) -> None:
     new_text[i] = text
     ledger.append(MessageChange(i, roles[i], "shortened", reason, int(cost[i]),
-                                framing + tokens, score))
+                                framing + tokens, score, "shortened"))
 
 
 def _scores(features: ChatFeatures, units: list[str], tokens: np.ndarray, query: str | None,
@@ -435,7 +404,7 @@ def _fix_structure(messages: Sequence[Mapping[str, Any]], roles: list[str],
         head = groups[group_of[i]][0]
         if roles[i] in _TOOL_RESULTS and not protected[i] and (
                 head == i or not keep[head]):
-            drop([int(i)], "orphaned tool result")
+            drop([int(i)], "orphaned tool result", code="orphaned_tool_result")
     if not alternate:
         return
     score_of = {g: float(s) for g, s in zip(cands, scores)}
@@ -459,4 +428,4 @@ def _fix_structure(messages: Sequence[Mapping[str, Any]], roles: list[str],
                     bad = groups[min(weak, key=lambda g: (score_of.get(g, 0.0), -g))]
         if not bad:
             return
-        drop([i for i in bad if keep[i]], "alternation")
+        drop([i for i in bad if keep[i]], "alternation", code="alternation")

@@ -70,7 +70,8 @@ class Unit:
 
     ``reason`` is ``None`` for a unit kept whole, else why it was dropped or shortened:
     ``"duplicate of unit J"``, ``"redundant with unit J (similarity S)"``, ``"over budget"``,
-    ``"pruned N low-information words"``.
+    ``"pruned N low-information words"``; ``code`` says the same as data: ``"duplicate"``,
+    ``"redundant"``, ``"over_budget"``, ``"pruned"`` or ``"every_word_pruned"``.
     """
 
     index: int
@@ -83,6 +84,7 @@ class Unit:
     forced: bool = False
     compressed: str | None = None  # the text emitted for a kept unit, when it was pruned
     dropped_words: list[str] = field(default_factory=list)
+    code: str | None = None  # ``reason`` as data: one of REASON_CODES
 
 
 @dataclass
@@ -236,11 +238,14 @@ def _inputs(text_or_chunks: str | Sequence[str], granularity: str
             ) -> tuple[list[tuple[str, str]], list[int]]:
     if isinstance(text_or_chunks, str):
         chunks = [text_or_chunks]
-    else:
+    elif isinstance(text_or_chunks, (list, tuple)):
         chunks = list(text_or_chunks)
-        for i, c in enumerate(chunks):
-            if not isinstance(c, str):
-                raise TypeError(f"chunk {i} is {type(c).__name__}, not str")
+    else:
+        raise TypeError("compress needs a str or a list of str chunks, got "
+                        f"{type(text_or_chunks).__name__}")
+    for i, c in enumerate(chunks):
+        if not isinstance(c, str):
+            raise TypeError(f"chunk {i} is {type(c).__name__}, not str")
     units: list[tuple[str, str]] = []
     owner: list[int] = []
     for ci, chunk in enumerate(chunks):
@@ -427,12 +432,13 @@ def compress(
 
     scores, bits = unit_scores(texts, tokens, sc, query, query_weight)
     reason: dict[int, str] = {}
+    code: dict[int, str] = {}  # the reason's code, for counting without parsing prose
     dup = near_duplicates(texts, dedup_threshold) if len(texts) > 1 else [-1] * len(texts)
     alive = np.ones(len(texts), dtype=bool)
     for i, d in enumerate(dup):
         if d >= 0 and not forced[i]:
             alive[i] = False
-            reason[i] = f"duplicate of unit {d}"
+            reason[i], code[i] = f"duplicate of unit {d}", "duplicate"
 
     protect = {a.lower() for _, _, a in atoms(query or "") if not is_protected(a)}
     protect -= FILLER
@@ -447,7 +453,7 @@ def compress(
         picked, blamed = _greedy_mmr(scores, tokens, alive & ~forced, forced, room, sim,
                                      redundancy)
         for i, (j, s) in blamed.items():
-            reason[i] = f"redundant with unit {j} (similarity {s:.2f})"
+            reason[i], code[i] = f"redundant with unit {j} (similarity {s:.2f})", "redundant"
         if token_drop:
             for i in np.flatnonzero(picked & ~forced):
                 compressed[i] = _prune_atoms(texts[i], bits[i], token_drop, protect, force)
@@ -465,7 +471,7 @@ def compress(
         for i, (short, _) in compressed.items():
             if not short:
                 picked[i] = False
-                reason[i] = "every word pruned"
+                reason[i], code[i] = "every word pruned", "every_word_pruned"
     text = render(picked, compressed)
     # joining can merge or split BPE tokens at unit borders: count the real thing, then drop
     # the weakest unit until it fits (the forced units alone were shown to fit above)
@@ -475,18 +481,20 @@ def compress(
             raise ValueError(f"budget {budget} is too small for the force_keep parts")
         worst = int(victims[np.argmin(scores[victims])])
         picked[worst] = False
-        reason[worst] = "over budget"
+        reason[worst], code[worst] = "over budget", "over_budget"
         text = render(picked, compressed)
 
     units = []
     for i, (t, n) in enumerate(zip(texts, tokens)):
         kept = bool(picked[i])
         why = None if kept else reason.get(i, "over budget")
+        why_code = None if kept else code.get(i, "over_budget")
         short, dropped_words = compressed.get(i, (None, []))
         if kept and dropped_words:
             why = f"pruned {len(dropped_words)} low-information words"
+            why_code = "pruned"
         units.append(Unit(i, t, int(n), float(scores[i]), kept, why, owner[i], bool(forced[i]),
-                          short if kept and dropped_words else None, dropped_words))
+                          short if kept and dropped_words else None, dropped_words, why_code))
     return result(text, units)
 
 

@@ -31,11 +31,11 @@ import numpy as np
 
 from ctxkit.deduplication.normalize import Normalization
 from ctxkit.deduplication.pipeline import _methods, dedup
+from ctxkit.io.messages import parse_messages
 
 __all__ = ["MessageDedup", "dedup_messages", "is_acknowledgement"]
 
 PROTECTED_ROLES = ("system", "developer", "tool", "function")
-_TOOL_KEYS = ("tool_calls", "tool_call_id", "function_call")
 _ACK_TOKEN = "\x01ack\x01"
 # Short courtesy turns carry no content of their own: any mix of these phrases (and
 # punctuation/emoji) counts as one acknowledgement, whatever the wording.
@@ -78,17 +78,6 @@ class MessageDedup:
         return len(self.ledger)
 
 
-def _content(message: Mapping[str, Any], index: int) -> str | None:
-    if not isinstance(message, Mapping) or "role" not in message:
-        raise ValueError(f"message {index} must be a mapping with a 'role'")
-    content = message.get("content")
-    if isinstance(content, list):  # OpenAI content parts: compare the text parts only
-        if any(isinstance(p, Mapping) and p.get("type") not in (None, "text") for p in content):
-            return None  # images/audio: not comparable as text, never removed
-        content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    return content if isinstance(content, str) else None
-
-
 def dedup_messages(
     messages: Sequence[Mapping[str, Any]],
     method: str | Sequence[str] = ("exact", "minhash"),
@@ -125,18 +114,19 @@ def dedup_messages(
     norm_keys = {"normalization", "nfkc", "case", "whitespace", "punctuation"}
     if not norm_keys & set(options) and set(_methods(method)) & {"exact", "minhash"}:
         options["normalization"] = Normalization(punctuation=True)
+    parsed = parse_messages(messages)  # OpenAI or ShareGPT turns, checked up front
     duplicate_of = np.full(len(messages), -1, dtype=np.int64)
     ledger: list[dict[str, Any]] = []
     for role in removable:
         idx, texts, acks = [], [], []
-        for i, m in enumerate(messages):
-            content = _content(m, i)
-            if m.get("role") != role or content is None or any(m.get(k) for k in _TOOL_KEYS):
+        for i, m in enumerate(parsed):
+            # images/audio are not comparable as text; tool calls and results are paired
+            if m.role != role or m.media or m.calls_tool or m.tool_call_id is not None:
                 continue
-            ack = acknowledgements and is_acknowledgement(content)
+            ack = acknowledgements and is_acknowledgement(m.text)
             idx.append(i)
             acks.append(ack)
-            texts.append(_ACK_TOKEN if ack else content)
+            texts.append(_ACK_TOKEN if ack else m.text)
         if len(texts) < 2:
             continue
         res = dedup(texts, method, threshold, keep=keep_rule, **options)

@@ -10,7 +10,7 @@ import numpy as np
 
 from ctxkit.deduplication.result import DedupResult, combine_stages
 
-__all__ = ["DEFAULT_THRESHOLDS", "METHODS", "dedup"]
+__all__ = ["DEFAULT_THRESHOLDS", "METHODS", "check_threshold", "dedup", "parse_methods"]
 
 METHODS = ("exact", "minhash", "semantic")
 # exact has no threshold; MinHash: Jaccard of character 5-grams; semantic: cosine.
@@ -33,7 +33,8 @@ def _stage(name: str) -> Callable[..., DedupResult]:
     raise ValueError(f"unknown dedup method {name!r}; choose from {METHODS}")
 
 
-def _methods(method: str | Sequence[str]) -> list[str]:
+def parse_methods(method: str | Sequence[str]) -> list[str]:
+    """Stage names from ``"exact,minhash"`` or a sequence, checked (known, none twice)."""
     names = [m.strip() for m in method.split(",")] if isinstance(method, str) else list(method)
     if not names:
         raise ValueError("method must name at least one of " + ", ".join(METHODS))
@@ -43,6 +44,27 @@ def _methods(method: str | Sequence[str]) -> list[str]:
     if len(set(names)) != len(names):
         raise ValueError(f"method lists a stage twice: {names}")
     return names
+
+
+_methods = parse_methods
+
+
+def check_threshold(threshold: float | Mapping[str, float] | None, names: Sequence[str]) -> None:
+    """Every given threshold must be a similarity in [0, 1] for a method that takes one.
+
+    Example:
+        >>> check_threshold(1.5, ["exact"])
+        Traceback (most recent call last):
+        ...
+        ValueError: threshold must be a similarity between 0 and 1, got 1.5
+    """
+    values = threshold.values() if isinstance(threshold, Mapping) else (
+        [] if threshold is None else [threshold])
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ValueError(f"threshold must be a similarity between 0 and 1, got {value!r}")
+    for name in names:
+        _threshold(threshold, name)
 
 
 def _threshold(threshold: float | Mapping[str, float] | None, name: str) -> float | None:
@@ -95,7 +117,11 @@ def dedup(
         >>> r.keep.tolist(), r.duplicate_of.tolist(), r.method
         ([0, 3], [-1, 0, 0, -1], ['', 'exact', 'minhash', ''])
     """
-    names = _methods(method)
+    if isinstance(texts, (str, bytes)) or not hasattr(texts, "__len__"):
+        raise TypeError(f"texts must be a list of str, got {type(texts).__name__}"
+                        + ("; wrap a single text in a list" if isinstance(texts, str) else ""))
+    names = parse_methods(method)
+    check_threshold(threshold, names)
     n = len(texts)
     bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
     if bad is not None:

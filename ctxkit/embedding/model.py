@@ -42,10 +42,23 @@ _HF_PACKABLE = {"bert": 0, "roberta": None, "xlm-roberta": None, "camembert": No
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
-    """``"auto"`` is CUDA when available, else CPU."""
+    """``"auto"`` is CUDA when available, else CPU; a device this machine lacks is a
+    ``ValueError`` (before any model is loaded)."""
     if isinstance(device, str) and device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} needs CUDA, which this machine does not have; "
+                         "use cpu or auto")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} "
+                         "CUDA device(s)")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device {device!r} is not supported; use auto, cpu, cuda or cuda:N")
+    return dev
 
 
 def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:

@@ -1,9 +1,12 @@
-"""Reading and writing records: JSONL, JSON arrays and Parquet, validated with line numbers.
+"""Reading records: JSONL, JSON documents and Parquet, validated, with real locations.
 
 Every record keeps an ``id`` (its ``--id-field`` value, else its 0-based position in the
-file) so later stages can report what they dropped by the id a user recognises. A bad record
-either raises :class:`RecordError` naming the file and line, or, with ``on_error="skip"``, is
-listed in the :class:`ReadReport` with its reason; it is never lost silently.
+file) so later stages can report what they dropped by the id a user recognises, and its
+:class:`~ctxkit.errors.Location`: the real line of a JSONL line or of a JSON array element
+(with the element's index), or the row of a Parquet file. A bad record either raises
+:class:`RecordError` naming that location, or, with ``on_error="skip"``, is listed in the
+:class:`ReadReport` with its reason; it is never lost silently. Writers live in
+:mod:`ctxkit.io.outputs` (re-exported here).
 
 Example:
     >>> import json, tempfile, os
@@ -16,20 +19,24 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ctxkit.errors import InputError, InputNotFoundError, Location, RecordError
+from ctxkit.io.messages import MESSAGE_KEYS, normalize_messages
+from ctxkit.io.outputs import atomic_write, write_json, write_jsonl, write_parquet, write_records
 
 __all__ = [
     "Record",
     "RecordError",
     "ReadReport",
     "read_records",
+    "check_input",
     "record_from_dict",
     "format_alpaca_prompt",
     "normalize_messages",
@@ -37,23 +44,13 @@ __all__ = [
     "write_jsonl",
     "write_json",
     "write_parquet",
+    "write_records",
     "TEMPLATES",
 ]
 
 TEMPLATES = ("alpaca", "messages")
 _ALPACA_OUTPUT_KEYS = ("output", "response", "completion")
-_MESSAGE_KEYS = ("messages", "conversations", "conversation", "dialog")
-_ROLE_ALIASES = {"human": "user", "gpt": "assistant", "bot": "assistant", "model": "assistant"}
-
-
-class RecordError(ValueError):
-    """A record that cannot be used, with where it is and why."""
-
-    def __init__(self, source: str, line: int | None, reason: str, record_id: str | None = None):
-        self.source, self.line, self.reason, self.record_id = source, line, reason, record_id
-        where = f"{source}:{line}" if line is not None else source
-        rid = f" (id {record_id})" if record_id is not None else ""
-        super().__init__(f"{where}{rid}: {reason}")
+_WS = re.compile(r"[ \t\n\r]*")
 
 
 @dataclass
@@ -71,6 +68,7 @@ class Record:
     prompt: str | None = None
     messages: list[dict[str, Any]] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    location: Location | None = field(default=None, repr=False)
 
     @property
     def completion(self) -> str | None:
@@ -103,13 +101,8 @@ class ReadReport:
         return len(self.skipped)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "read": self.read,
-            "skipped": [
-                {"line": e.line, "id": e.record_id, "reason": e.reason} for e in self.skipped
-            ],
-        }
+        return {"source": self.source, "read": self.read,
+                "skipped": [e.to_dict() for e in self.skipped]}
 
 
 def format_alpaca_prompt(instruction: str, input_text: str = "") -> str:
@@ -131,36 +124,6 @@ def format_alpaca_prompt(instruction: str, input_text: str = "") -> str:
     )
 
 
-def normalize_messages(turns: Any) -> list[dict[str, Any]]:
-    """OpenAI ``{role, content}`` or ShareGPT ``{from, value}`` turns to ``{role, content}``.
-
-    Extra keys (``tool_calls``, ``tool_call_id``, ``name``) are kept.
-
-    Example:
-        >>> normalize_messages([{"from": "human", "value": "hi"}])
-        [{'role': 'user', 'content': 'hi'}]
-    """
-    if not isinstance(turns, list):
-        raise ValueError(f"messages must be a list of turns, got {type(turns).__name__}")
-    out = []
-    for i, turn in enumerate(turns):
-        if not isinstance(turn, Mapping):
-            raise ValueError(f"turn {i} is not an object")
-        role = turn.get("role", turn.get("from", turn.get("sender")))
-        content = turn.get("content", turn.get("value", turn.get("text")))
-        if role is None:
-            raise ValueError(f"turn {i} has no role/from field")
-        if content is None:
-            content = ""
-        if isinstance(content, list):  # OpenAI content parts: keep the text parts
-            content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-        if not isinstance(content, str):
-            raise ValueError(f"turn {i} content is {type(content).__name__}, not text")
-        rest = {k: v for k, v in turn.items() if k not in ("role", "from", "content", "value")}
-        out.append({"role": _ROLE_ALIASES.get(str(role), str(role)), "content": content, **rest})
-    return out
-
-
 def record_from_dict(
     obj: Any,
     *,
@@ -170,92 +133,172 @@ def record_from_dict(
     field: str | None = None,
     template: str | None = None,
     id_field: str | None = None,
+    location: Location | None = None,
 ) -> Record:
-    """Validate one parsed object into a :class:`Record` or raise :class:`RecordError`."""
+    """Validate one parsed object into a :class:`Record` or raise :class:`RecordError`.
+
+    ``location`` (default: ``source`` and ``line``) is where the record is, for messages.
+    """
     if field is None and template is None:
         field = "text"
     if template is not None and template not in TEMPLATES:
-        raise ValueError(f"unknown template {template!r}; choose one of {TEMPLATES}")
+        raise InputError(f"unknown template {template!r}; choose one of {', '.join(TEMPLATES)}")
+    loc = location if location is not None else Location(source, line)
     rid = str(index)
+
+    def bad(reason: str) -> RecordError:
+        return RecordError(loc.source, loc.line, reason, rid, element=loc.element, row=loc.row,
+                           index=index)
+
     if not isinstance(obj, Mapping):
-        raise RecordError(source, line, f"expected a JSON object, got {type(obj).__name__}", rid)
+        raise bad(f"expected a JSON object, got {type(obj).__name__}")
     if id_field is not None:
         if id_field not in obj:
-            raise RecordError(source, line, f"missing id field {id_field!r}", rid)
+            raise bad(f"missing id field {id_field!r}")
         rid = str(obj[id_field])
     raw = dict(obj)
+    line = loc.line
     if template == "alpaca":
         instruction = obj.get("instruction")
         output_key = next((k for k in _ALPACA_OUTPUT_KEYS if k in obj), None)
         if not isinstance(instruction, str) or output_key is None:
-            raise RecordError(
-                source, line, "alpaca template needs 'instruction' and 'output' text fields", rid
-            )
+            raise bad("alpaca template needs 'instruction' and 'output' text fields")
         input_text = obj.get("input") or ""
         output = obj[output_key]
         if not isinstance(input_text, str) or not isinstance(output, str):
-            raise RecordError(source, line, "alpaca 'input'/'output' must be text", rid)
+            raise bad("alpaca 'input'/'output' must be text")
         prompt = format_alpaca_prompt(instruction, input_text)
-        return Record(id=rid, text=prompt + output, line=line, prompt=prompt, raw=raw)
+        return Record(id=rid, text=prompt + output, line=line, prompt=prompt, raw=raw,
+                      location=loc)
     if template == "messages":
-        key = next((k for k in _MESSAGE_KEYS if k in obj), None)
+        key = next((k for k in MESSAGE_KEYS if k in obj), None)
         if key is None:
-            raise RecordError(source, line, f"messages template needs one of {_MESSAGE_KEYS}", rid)
+            raise bad(f"messages template needs one of {', '.join(MESSAGE_KEYS)}")
         try:
             messages = normalize_messages(obj[key])
-        except ValueError as exc:
-            raise RecordError(source, line, str(exc), rid) from None
+        except (ValueError, TypeError) as exc:
+            raise bad(str(exc)) from None
         text = "\n".join(f"{m['role']}: {m['content']}" for m in messages)
-        return Record(id=rid, text=text, line=line, messages=messages, raw=raw)
+        return Record(id=rid, text=text, line=line, messages=messages, raw=raw, location=loc)
     if field not in obj:
-        raise RecordError(source, line, f"missing field {field!r}", rid)
+        raise bad(f"missing field {field!r}")
     value = obj[field]
     if not isinstance(value, str):
-        raise RecordError(
-            source, line, f"field {field!r} is {type(value).__name__}, not text", rid
-        )
-    return Record(id=rid, text=value, line=line, raw=raw)
+        raise bad(f"field {field!r} is {type(value).__name__}, not text")
+    return Record(id=rid, text=value, line=line, raw=raw, location=loc)
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """Yield (line number, parsed object or None, error or None); blank lines are skipped."""
+Row = tuple[Location, Any, "str | None"]  # where, parsed object (or None), error (or None)
+
+
+def _iter_jsonl(path: Path) -> Iterator[Row]:
+    """One row per non-blank line, with its 1-based line number."""
+    source = str(path)
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
+            loc = Location(source, lineno)
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                yield lineno, None, f"not valid UTF-8 (byte {exc.start})"
+                yield loc, None, f"not valid UTF-8 (byte {exc.start})"
                 continue
             try:
-                yield lineno, json.loads(text), None
+                yield loc, json.loads(text), None
             except json.JSONDecodeError as exc:
-                yield lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+                yield loc, None, f"invalid JSON: {exc.msg} (column {exc.colno})"
 
 
-def _iter_json(path: Path) -> Iterator[tuple[int | None, Any, str | None]]:
-    raw = path.read_bytes()
+def _read_text(path: Path) -> str:
     try:
-        data = json.loads(raw.decode("utf-8"))
+        return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RecordError(str(path), None, f"not valid UTF-8 (byte {exc.start})") from None
+
+
+def _json_error(path: Path, exc: json.JSONDecodeError) -> RecordError:
+    return RecordError(str(path), exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
+
+
+def _iter_json_array(path: Path, text: str, start: int) -> Iterator[Row]:
+    """Elements of the top-level array at ``text[start] == "["``, each with its real line."""
+    decoder = json.JSONDecoder()
+    source, line, counted = str(path), 1, 0
+    i = _WS.match(text, start + 1).end()
+    element = 0
+    if text.startswith("]", i):
+        i += 1
+    else:
+        while True:
+            try:
+                obj, end = decoder.raw_decode(text, i)
+            except json.JSONDecodeError as exc:
+                raise _json_error(path, exc) from None
+            line += text.count("\n", counted, i)
+            counted = i
+            yield Location(source, line, element=element), obj, None
+            element += 1
+            i = _WS.match(text, end).end()
+            if text.startswith(",", i):
+                i = _WS.match(text, i + 1).end()
+            elif text.startswith("]", i):
+                i += 1
+                break
+            else:
+                lineno = text.count("\n", 0, i) + 1
+                raise RecordError(source, lineno, "invalid JSON: expected ',' or ']' after "
+                                  f"element {element - 1}")
+    if _WS.match(text, i).end() != len(text):
+        raise RecordError(source, text.count("\n", 0, i) + 1,
+                          "invalid JSON: extra data after the array")
+
+
+def _iter_json(path: Path) -> Iterator[Row]:
+    """A JSON document: an array of records, ``{"data": [...]}`` (one list value), or one
+    record."""
+    text = _read_text(path)
+    start = _WS.match(text).end()
+    if text.startswith("[", start):
+        yield from _iter_json_array(path, text, start)
+        return
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise RecordError(str(path), exc.lineno, f"invalid JSON: {exc.msg}") from None
-    if isinstance(data, Mapping):  # {"data": [...]} or a single record
+        raise _json_error(path, exc) from None
+    if isinstance(data, Mapping):
         lists = [v for v in data.values() if isinstance(v, list)]
-        data = lists[0] if len(lists) == 1 and "messages" not in data else [data]
-    if not isinstance(data, list):
-        raise RecordError(str(path), None, "a .json file must hold an array of records")
-    for obj in data:
-        yield None, obj, None
+        if len(lists) == 1 and not any(k in data for k in MESSAGE_KEYS):
+            for element, obj in enumerate(lists[0]):  # lines unknown inside a wrapper
+                yield Location(str(path), element=element), obj, None
+            return
+        yield Location(str(path), 1 + text.count("\n", 0, start)), data, None
+        return
+    raise RecordError(str(path), None, "a .json file must hold an array of records or an "
+                      f"object, not {type(data).__name__}")
 
 
-def _iter_parquet(path: Path) -> Iterator[tuple[int | None, Any, str | None]]:
+def _iter_parquet(path: Path) -> Iterator[Row]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=8192):
-        yield from ((None, row, None) for row in batch.to_pylist())
+    try:
+        batches = pq.ParquetFile(path).iter_batches(batch_size=8192)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise RecordError(str(path), None, f"not a readable Parquet file: {exc}") from None
+    row = 0
+    for batch in batches:
+        for obj in batch.to_pylist():
+            yield Location(str(path), row=row), obj, None
+            row += 1
+
+
+def _is_single_document(fh: Any) -> bool:
+    """True when nothing but whitespace follows the first line of ``fh``."""
+    while chunk := fh.read(1 << 16):
+        if chunk.strip():
+            return False
+    return True
 
 
 def _format_of(path: Path) -> str:
@@ -263,19 +306,39 @@ def _format_of(path: Path) -> str:
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
     if suffix == ".json":
-        # Many ".json" files are really JSON lines: an object whose first line parses alone.
+        # Many ".json" files are really JSON lines: objects each alone on a line. A file of
+        # one line is a JSON document (``{"data": [...]}`` must not become one record).
         with open(path, "rb") as fh:
             first = fh.readline()
-        if first.lstrip().startswith(b"{"):
-            try:
-                json.loads(first)
-                return "jsonl"
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                pass
+            if first.lstrip().startswith(b"{") and not _is_single_document(fh):
+                try:
+                    json.loads(first)
+                    return "jsonl"
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    pass
         return "json"
     if suffix in (".parquet", ".pq"):
         return "parquet"
     raise RecordError(str(path), None, "unknown format; use .jsonl, .json or .parquet")
+
+
+def check_input(path: str | os.PathLike) -> Path:
+    """``path`` as a Path if it is a readable file, else an :class:`InputError`.
+
+    Example:
+        >>> check_input("/no/such/file.jsonl")
+        Traceback (most recent call last):
+        ...
+        ctxkit.errors.InputNotFoundError: input file not found: /no/such/file.jsonl
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputNotFoundError(path)
+    if path.is_dir():
+        raise InputError(f"input {path} is a directory; give a file")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"input {path} is not readable (permission denied)")
+    return path
 
 
 def read_records(
@@ -290,8 +353,10 @@ def read_records(
     """Stream records from a JSONL, JSON or Parquet file.
 
     ``on_error="raise"`` stops at the first bad record with a :class:`RecordError` naming the
-    file and line; ``"skip"`` records it in ``report.skipped`` and goes on. JSONL and Parquet
-    are streamed; a JSON array is parsed whole.
+    file and line (``element N`` of a JSON array, ``row N`` of a Parquet file); ``"skip"``
+    records it in ``report.skipped`` and goes on. JSONL and Parquet are streamed; a JSON
+    document is parsed whole. A missing input is an ``InputNotFoundError`` (also a
+    ``FileNotFoundError``), a directory an ``InputError``.
 
     Example:
         >>> report = ReadReport()
@@ -299,21 +364,18 @@ def read_records(
     """
     if on_error not in ("raise", "skip"):
         raise ValueError("on_error must be 'raise' or 'skip'")
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"input file not found: {path}")
+    path = check_input(path)
     report = report if report is not None else ReadReport()
     report.source = str(path)
     fmt = _format_of(path)
     rows = {"jsonl": _iter_jsonl, "json": _iter_json, "parquet": _iter_parquet}[fmt](path)
-    for index, (line, obj, error) in enumerate(rows):
+    for index, (loc, obj, error) in enumerate(rows):
         try:
             if error is not None:
-                raise RecordError(str(path), line, error, str(index))
-            record = record_from_dict(
-                obj, index=index, source=str(path), line=line if line is not None else index,
-                field=field, template=template, id_field=id_field,
-            )
+                raise RecordError(loc.source, loc.line, error, str(index), element=loc.element,
+                                  row=loc.row, index=index)
+            record = record_from_dict(obj, index=index, field=field, template=template,
+                                      id_field=id_field, location=loc)
         except RecordError as exc:
             if on_error == "raise":
                 raise
@@ -321,91 +383,3 @@ def read_records(
             continue
         report.read += 1
         yield record
-
-
-@contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8"):
-    """Open a temporary file beside ``path``; rename it over ``path`` only on success.
-
-    Example:
-        >>> import tempfile, os
-        >>> target = os.path.join(tempfile.mkdtemp(), "out.txt")
-        >>> with atomic_write(target) as fh:
-        ...     _ = fh.write("done")
-        >>> open(target).read()
-        'done'
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    # mkstemp makes the file private (0600); give it the mode a plain open() would have
-    os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask())
-    try:
-        kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
-        with os.fdopen(fd, mode, **kwargs) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
-
-
-def write_jsonl(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]]) -> int:
-    """Write rows as JSON lines atomically; returns the number written."""
-    n = 0
-    with atomic_write(path) as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False, default=_jsonable))
-            fh.write("\n")
-            n += 1
-    return n
-
-
-def write_json(path: str | os.PathLike, obj: Any) -> None:
-    """Write one JSON document atomically (indented, UTF-8)."""
-    with atomic_write(path) as fh:
-        json.dump(obj, fh, ensure_ascii=False, indent=2, default=_jsonable)
-        fh.write("\n")
-
-
-def write_parquet(path: str | os.PathLike, columns_or_batches: Any) -> int:
-    """Write a dict of columns, a pyarrow Table, or an iterable of either, atomically.
-
-    An iterable is written batch by batch, so output can be streamed.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    def as_table(obj: Any) -> pa.Table:
-        return obj if isinstance(obj, pa.Table) else pa.table(obj)
-
-    if isinstance(columns_or_batches, (Mapping, pa.Table)):
-        columns_or_batches = [columns_or_batches]
-    n = 0
-    writer = None
-    with atomic_write(path, "wb") as fh:
-        for part in columns_or_batches:
-            table = as_table(part)
-            if writer is None:
-                writer = pq.ParquetWriter(fh, table.schema)
-            writer.write_table(table)
-            n += table.num_rows
-        if writer is None:
-            raise ValueError("nothing to write")
-        writer.close()
-    return n

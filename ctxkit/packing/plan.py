@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ctxkit.errors import SequenceTooLongError
 from ctxkit.packing.binpack import bfd, ffd, next_fit
 from ctxkit.packing.optimal import optimal_assign
 
@@ -349,10 +350,7 @@ def pack_lengths(
     capacity = int(capacity)
     over = np.flatnonzero(arr > capacity)
     if over.size and overflow == "error" and strategy != "wrapped":
-        raise ValueError(
-            f"input {int(over[0])} has {int(arr[over[0]])} tokens, more than capacity {capacity}; "
-            f"{over.size} input(s) are too long (use overflow='split', 'truncate' or 'drop')"
-        )
+        raise SequenceTooLongError(int(over[0]), int(arr[over[0]]), capacity, int(over.size))
     empty = np.flatnonzero(arr == 0)
     truncated = dropped = _EMPTY
     tokens_truncated = 0

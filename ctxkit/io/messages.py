@@ -1,0 +1,189 @@
+"""One parser for chat messages, shared by every stage that reads a conversation.
+
+Two formats are accepted, and a conversation may not mix them:
+
+- OpenAI: ``{"role", "content", "name"?, "tool_calls"?, "tool_call_id"?}``, where ``content``
+  is text, ``None`` or a list of parts (``{"type": "text", "text": ...}``, images...);
+- ShareGPT: ``{"from", "value"}`` with roles ``human``, ``gpt``, ``system``, ``function_call``
+  and ``observation``.
+
+:func:`parse_messages` validates a conversation and returns one :class:`Message` view per turn
+(the input dicts are never modified); :func:`normalize_messages` rewrites turns to OpenAI form.
+
+Example:
+    >>> turns = parse_messages([{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}])
+    >>> [(m.role, m.text) for m in turns]
+    [('user', 'hi'), ('assistant', 'yo')]
+    >>> message_format([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+    'openai'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "MESSAGE_KEYS",
+    "Message",
+    "message_format",
+    "message_text",
+    "normalize_messages",
+    "parse_message",
+    "parse_messages",
+    "raw_role",
+    "tool_call_ids",
+]
+
+# keys under which datasets store a conversation, in the order they are looked for
+MESSAGE_KEYS = ("messages", "conversations", "conversation", "dialog")
+# ShareGPT and other datasets' role names for the OpenAI ones
+ROLE_ALIASES = {"human": "user", "gpt": "assistant", "bot": "assistant", "model": "assistant"}
+TOOL_RESULT_ROLES = frozenset({"tool", "function", "observation"})
+_TOOL_CALL_ROLES = frozenset({"function_call"})  # ShareGPT's tool call turn
+_TOOL_CALL_KEYS = ("tool_calls", "function_call")
+
+
+@dataclass(frozen=True)
+class Message:
+    """A read-only view of one turn.
+
+    ``role`` is the OpenAI name (``human`` -> ``user``...), ``raw_role`` the name as written;
+    ``text`` joins the text parts of list content; ``media`` says the content also has
+    non-text parts (images, audio); ``tool_call_ids`` are the ids of the calls this turn makes
+    and ``tool_call_id`` the call it answers.
+    """
+
+    index: int
+    role: str
+    raw_role: str
+    text: str
+    media: bool = False
+    calls_tool: bool = False
+    tool_call_ids: tuple[str, ...] = ()
+    tool_call_id: str | None = None
+
+    @property
+    def is_tool_result(self) -> bool:
+        return self.raw_role in TOOL_RESULT_ROLES
+
+
+def raw_role(m: Mapping[str, Any]) -> str:
+    """The role as written (``role``, ShareGPT ``from``, or ``sender``); ``""`` if none."""
+    role = m.get("role", m.get("from", m.get("sender")))
+    return "" if role is None else str(role)
+
+
+def _content_key(m: Mapping[str, Any]) -> str | None:
+    return next((k for k in ("content", "value", "text") if k in m), None)
+
+
+def _content(m: Mapping[str, Any]) -> Any:
+    key = _content_key(m)
+    return None if key is None else m[key]
+
+
+def message_text(m: Mapping[str, Any], index: int = 0) -> str:
+    """The text of a turn: ``content``/``value``; text parts joined; ``None`` is ``""``.
+
+    Example:
+        >>> message_text({"role": "user", "content": [{"type": "text", "text": "a"},
+        ...                                           {"type": "image_url"}]})
+        'a'
+    """
+    content = _content(m)
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts: keep the text parts
+        return "".join(p["text"] for p in content
+                       if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    raise ValueError(f"message {index} content is {type(content).__name__}, not text or parts")
+
+
+def tool_call_ids(m: Mapping[str, Any]) -> list[str]:
+    """Ids of the tool calls a turn makes (OpenAI ``tool_calls[].id``)."""
+    calls = m.get("tool_calls") or []
+    if not isinstance(calls, list):
+        return []
+    return [str(c.get("id")) for c in calls if isinstance(c, Mapping) and c.get("id")]
+
+
+def _format_of(m: Any, index: int) -> str:
+    if not isinstance(m, Mapping):
+        raise TypeError(f"message {index} is {type(m).__name__}, not an object")
+    if "role" in m:
+        return "openai"
+    if "from" in m and "value" in m:
+        return "sharegpt"
+    raise ValueError(f"message {index} has neither 'role' (OpenAI) nor 'from'/'value' "
+                     f"(ShareGPT) keys: {sorted(map(str, m))}")
+
+
+def message_format(messages: Sequence[Any]) -> str:
+    """``"openai"`` or ``"sharegpt"``; raises on a non-list, a bad turn or a mix of the two.
+
+    An empty conversation is ``"openai"``.
+    """
+    if not isinstance(messages, (list, tuple)):
+        raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
+    kinds = {_format_of(m, i) for i, m in enumerate(messages)}
+    if len(kinds) > 1:
+        raise ValueError("messages mix OpenAI {role, content} and ShareGPT {from, value} turns")
+    return kinds.pop() if kinds else "openai"
+
+
+def parse_message(m: Mapping[str, Any], index: int = 0) -> Message:
+    """One turn as a :class:`Message`; raises ``TypeError``/``ValueError`` naming ``index``."""
+    _format_of(m, index)
+    role = raw_role(m)
+    content = _content(m)
+    media = isinstance(content, list) and any(
+        isinstance(p, Mapping) and p.get("type") not in (None, "text") for p in content)
+    answered = m.get("tool_call_id")
+    return Message(
+        index=index, role=ROLE_ALIASES.get(role, role), raw_role=role,
+        text=message_text(m, index), media=media,
+        calls_tool=any(m.get(k) for k in _TOOL_CALL_KEYS) or role in _TOOL_CALL_ROLES,
+        tool_call_ids=tuple(tool_call_ids(m)),
+        tool_call_id=None if answered is None else str(answered))
+
+
+def parse_messages(messages: Sequence[Any]) -> list[Message]:
+    """Validate a conversation (see :func:`message_format`) and view every turn.
+
+    Example:
+        >>> [m.tool_call_ids for m in parse_messages([
+        ...     {"role": "assistant", "content": None, "tool_calls": [{"id": "c1"}]},
+        ...     {"role": "tool", "tool_call_id": "c1", "content": "42"}])]
+        [('c1',), ()]
+    """
+    message_format(messages)
+    return [parse_message(m, i) for i, m in enumerate(messages)]
+
+
+def normalize_messages(turns: Any) -> list[dict[str, Any]]:
+    """OpenAI ``{role, content}`` or ShareGPT ``{from, value}`` turns to ``{role, content}``.
+
+    Content parts become their joined text; extra keys (``tool_calls``, ``tool_call_id``,
+    ``name``) are kept.
+
+    Example:
+        >>> normalize_messages([{"from": "human", "value": "hi"}])
+        [{'role': 'user', 'content': 'hi'}]
+    """
+    if not isinstance(turns, list):
+        raise ValueError(f"messages must be a list of turns, got {type(turns).__name__}")
+    out = []
+    for i, turn in enumerate(turns):
+        if not isinstance(turn, Mapping):
+            raise ValueError(f"turn {i} is not an object")
+        if raw_role(turn) == "" and not any(k in turn for k in ("role", "from", "sender")):
+            raise ValueError(f"turn {i} has no role/from field")
+        msg = parse_message({"role": raw_role(turn), "content": _content(turn)}, i)
+        used = {"role", "from", "sender", _content_key(turn)}
+        rest = {k: v for k, v in turn.items() if k not in used}
+        out.append({"role": msg.role, "content": msg.text, **rest})
+    return out

@@ -1,0 +1,150 @@
+"""``ctxkit chat`` as a function: compress every conversation of a file to a token budget."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxkit.errors import InputError, Location, OptionError
+from ctxkit.io.messages import MESSAGE_KEYS
+from ctxkit.jobs.common import JobReport, Progress, Source, Target, no_progress, require_records
+from ctxkit.jobs.compress import reason_table
+
+__all__ = ["ChatReport", "run_chat"]
+
+
+@dataclass
+class ChatReport(JobReport):
+    """Tokens before and after, and per conversation the ledger of changed messages."""
+
+    budget: int = 0
+    conversations: list[dict[str, Any]] = field(default_factory=list)
+    original_tokens: int = 0
+    compressed_tokens: int = 0
+
+    @property
+    def changes(self) -> list[dict[str, Any]]:
+        return [c for conv in self.conversations for c in conv["ledger"]]
+
+    def summary(self) -> list[tuple[str, Any]]:
+        changes = self.changes
+        return [("conversations", len(self.conversations)),
+                ("original tokens", self.original_tokens),
+                ("compressed tokens", self.compressed_tokens),
+                ("ratio", self.compressed_tokens / self.original_tokens
+                 if self.original_tokens else 1.0),
+                ("messages dropped", sum(c["action"] == "dropped" for c in changes)),
+                ("messages shortened", sum(c["action"] == "shortened" for c in changes))]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"input": self.input, "output": self.output, "budget": self.budget,
+                "conversations": self.conversations, "skipped": self.read.to_dict()["skipped"]}
+
+
+def _bare_message_list(source: Source) -> list[Any] | None:
+    """The messages of a ``.json`` file that is one bare message list, else None."""
+    if source.path.suffix.lower() != ".json":
+        return None
+    try:
+        data = json.loads(source.path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None  # read_records reports it with its location
+    if isinstance(data, list) and data and all(
+            isinstance(m, Mapping) and not any(k in m for k in MESSAGE_KEYS) for m in data):
+        return data
+    return None
+
+
+def _conversations(source: Source, read: Any) -> Iterator[tuple[str, list[Any], Any, Any]]:
+    """``(id, messages, holder record or None, location)`` per conversation."""
+    bare = _bare_message_list(source)
+    if bare is not None:
+        read.source, read.read = str(source.path), 1
+        yield "0", bare, None, Location(str(source.path))
+        return
+    for rec in source.records(read):
+        key = next(k for k in MESSAGE_KEYS if k in rec.raw)
+        yield rec.id, rec.raw[key], (rec.raw, key), rec.location
+
+
+def run_chat(
+    source: Source,
+    target: Target,
+    *,
+    budget: int,
+    keep_last: int = 2,
+    keep_system: bool = True,
+    query: str | None = None,
+    scorer: str = "idf",
+    tokenizer: str = "cl100k_base",
+    progress: Progress = no_progress,
+) -> ChatReport:
+    """Compress each conversation of ``source`` to ``budget`` tokens.
+
+    The input is a ``.json`` file holding one bare message list (OpenAI or ShareGPT turns),
+    or records (JSONL, JSON, Parquet) whose ``messages``/``conversations`` field holds one.
+    The output's format follows its suffix: ``.json`` gets the bare list back for a bare list
+    and an array of records otherwise; ``.jsonl`` and ``.parquet`` get one record per
+    conversation (a bare list becomes ``{"messages": [...]}``). Records keep every field.
+    """
+    from ctxkit.compression.chat import compress_chat
+    from ctxkit.compression.prune import check_budget
+    from ctxkit.compression.scorers import get_scorer
+    from ctxkit.io.outputs import record_format, write_json, write_records
+
+    try:
+        check_budget(budget)
+    except (ValueError, TypeError) as exc:
+        raise OptionError("--budget", f"--{exc}") from None
+    if keep_last < 0:
+        raise OptionError("--keep-last", f"--keep-last must be >= 0, got {keep_last}")
+    fmt = record_format(target.output)
+    try:
+        sc = get_scorer(scorer)
+    except (ValueError, ImportError) as exc:
+        raise OptionError("--scorer", str(exc)) from None
+    source = Source(source.path, template="messages", id_field=source.id_field,
+                    skip_bad=source.skip_bad)
+    source.check()
+    target.check((source.path,))
+    report = ChatReport(command="chat", input=str(source.path), output=str(target.output),
+                        budget=budget, title="chat")
+    bare = False
+    with target.staged() as (staged, report_tmp):
+        out_tmp = staged.path(target.output)
+        results: list[Any] = []
+        with progress("compressing chats") as advance:
+            for cid, messages, holder, where in _conversations(source, report.read):
+                try:
+                    res = compress_chat(messages, budget, keep_last=keep_last,
+                                        keep_system=keep_system, query=query,
+                                        tokenizer=tokenizer, scorer=sc)
+                except (ValueError, TypeError) as exc:
+                    raise InputError(str(exc), location=where,
+                                     record_id=None if holder is None else cid) from None
+                report.original_tokens += res.original_tokens
+                report.compressed_tokens += res.compressed_tokens
+                entry = res.to_dict()
+                del entry["messages"]
+                report.conversations.append({"id": cid, **entry})
+                if holder is None:
+                    bare = True
+                    results.append(res.messages)
+                else:
+                    raw, key = holder
+                    results.append({**raw, key: res.messages})
+                advance()
+        require_records(len(results), source, report.read)
+        if bare and fmt == "json":
+            write_json(out_tmp, results[0])
+        else:
+            rows = [{"messages": r} if bare else r for r in results]
+            write_records(out_tmp, rows, fmt=target.output.suffix)
+        reasons = reason_table(c["code"] for c in report.changes)
+        if reasons:
+            report.tables.append(("changed messages by reason", reasons))
+        if report_tmp is not None:
+            write_json(report_tmp, report.to_dict())
+    return report

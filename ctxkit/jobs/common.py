@@ -1,0 +1,216 @@
+"""What every job shares: where records come from, where results go, the report, progress.
+
+A job never prints. It validates its options (raising :class:`~ctxkit.errors.InputError`),
+reads through :class:`Source`, writes through :class:`Target` (all outputs staged and
+committed together, only when the job succeeded) and returns a :class:`JobReport`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ctxkit.errors import InputError, OptionError
+from ctxkit.io.outputs import StagedOutputs, staged_outputs
+from ctxkit.io.records import TEMPLATES, ReadReport, Record, check_input, read_records
+
+# position ids and flash-attention's cu_seqlens are 32-bit
+MAX_CAPACITY = 2**31 - 1
+
+__all__ = [
+    "MAX_CAPACITY",
+    "JobReport",
+    "Progress",
+    "Source",
+    "Target",
+    "check_capacity",
+    "check_suffix",
+    "load_tokenizer",
+    "no_progress",
+    "read_text_file",
+    "require_records",
+]
+
+Advance = Callable[..., None]
+
+
+class Progress(Protocol):
+    """``progress(description, total)`` opens a bar; the context yields ``advance(n=1)``."""
+
+    def __call__(self, description: str, total: int | None = None
+                 ) -> AbstractContextManager[Advance]: ...
+
+
+@contextlib.contextmanager
+def no_progress(description: str, total: int | None = None) -> Iterator[Advance]:
+    """The default :class:`Progress`: shows nothing."""
+    yield lambda n=1: None
+
+
+@dataclass(frozen=True)
+class Source:
+    """Records to read: a file, which field (or template) holds the text, and the id field.
+
+    ``skip_bad=True`` lists bad records in the :class:`ReadReport` instead of failing.
+    """
+
+    path: Path
+    field: str | None = None
+    template: str | None = None
+    id_field: str | None = None
+    skip_bad: bool = False
+
+    def check(self) -> None:
+        """Options first, then that the input is a readable file."""
+        if self.template is not None and self.template not in TEMPLATES:
+            raise OptionError("--template", f"unknown --template {self.template!r}; choose "
+                                            f"one of {', '.join(TEMPLATES)}")
+        if self.template is not None and self.field is not None:
+            raise InputError("give either --template or --field, not both")
+        check_input(self.path)
+
+    def records(self, report: ReadReport | None = None) -> Iterator[Record]:
+        return read_records(self.path, field=self.field, template=self.template,
+                            id_field=self.id_field, on_error="skip" if self.skip_bad else "raise",
+                            report=report)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _check_parents(path: Path) -> None:
+    """The nearest existing ancestor of ``path`` must be a directory we may write in."""
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"cannot write {path}: {parent} is a file, not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write {path}: {parent} is not writable")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where results go: ``output``, an optional JSON ``report``, and whether the output may
+    replace the input (``in_place``)."""
+
+    output: Path
+    report: Path | None = None
+    in_place: bool = False
+
+    def check(self, inputs: tuple[Path, ...] = (), *, directory: bool = False) -> None:
+        """Refuse targets that would lose data or cannot be written: a directory where a file
+        goes (or a file where a directory goes), a file where a parent directory must be, the
+        input itself without ``in_place``, the report on top of the output or an input."""
+        out = self.output
+        for path in (out, self.report):
+            if path is not None:
+                _check_parents(path)
+        if directory:
+            if out.exists() and not out.is_dir():
+                raise InputError(f"output {out} is an existing file; -o names a directory here")
+        elif out.is_dir():
+            raise InputError(f"output {out} is a directory; give a file name")
+        for src in inputs:
+            if not directory and _same_file(out, src) and not self.in_place:
+                raise InputError(f"output {out} is the input file; give another -o, or "
+                                 "--in-place to replace the input")
+        if self.report is not None:
+            rep = self.report
+            if rep.is_dir():
+                raise InputError(f"report {rep} is a directory; give a file name")
+            if rep.resolve() == out.resolve() or any(_same_file(rep, s) for s in inputs):
+                raise InputError(f"report {rep} would overwrite the "
+                                 f"{'output' if rep.resolve() == out.resolve() else 'input'}")
+
+    @contextlib.contextmanager
+    def staged(self) -> Iterator[tuple[StagedOutputs, Path | None]]:
+        """Stage the report file at once (so an unwritable report fails before any work);
+        the job stages its outputs on the yielded object. Committed on success only."""
+        with staged_outputs() as staged:
+            report_tmp = None if self.report is None else staged.path(self.report)
+            yield staged, report_tmp
+
+
+@dataclass
+class JobReport:
+    """What a job did, for people (:meth:`summary`, ``tables``, ``id_lists``, ``notes``) and
+    for machines (:meth:`to_dict`, the ``--report`` JSON).
+
+    Subclasses add the stage's figures and fill ``summary``.
+    """
+
+    command: str
+    input: str
+    output: str
+    read: ReadReport = field(default_factory=ReadReport)
+    title: str = ""
+    tables: list[tuple[str, list[tuple[str, Any]]]] = field(default_factory=list)
+    id_lists: list[tuple[str, list[str]]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> list[tuple[str, Any]]:
+        """``(metric, value)`` rows of the one-screen summary table."""
+        return []
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"command": self.command, "input": self.input, "output": self.output,
+                "read": self.read.to_dict()}
+
+
+def require_records(n: int, source: Source, read: ReadReport) -> None:
+    """The empty-input policy, the same for every command: no usable record is an error."""
+    if n == 0:
+        skipped = f" ({read.n_skipped} skipped as bad)" if read.n_skipped else ""
+        raise InputError(f"no records in {source.path}{skipped}; nothing to do")
+
+
+def read_text_file(path: Path) -> str:
+    """A whole UTF-8 text file; an empty one is an error (the empty-input policy)."""
+    check_input(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start}); convert it to UTF-8 "
+                         "first") from None
+    if not text.strip():
+        raise InputError(f"no text in {path}; nothing to do")
+    return text
+
+
+def load_tokenizer(name: str) -> Any:
+    from ctxkit.io.tokenizers import get_tokenizer
+
+    try:
+        return get_tokenizer(name)
+    except (ValueError, OSError) as exc:
+        raise OptionError("--tokenizer", f"cannot load --tokenizer {name!r}: {exc}") from None
+
+
+def check_suffix(path: Path, allowed: tuple[str, ...], what: str = "output") -> str:
+    """``path``'s lower-case suffix if it is one of ``allowed``, else an error naming them."""
+    suffix = path.suffix.lower()
+    if suffix not in allowed:
+        names = ", ".join(allowed[:-1]) + f" or {allowed[-1]}" if len(allowed) > 1 \
+            else allowed[0]
+        raise InputError(f"{what} must end in {names}, got {path.name}")
+    return suffix
+
+
+def check_capacity(capacity: int) -> int:
+    if not 0 < capacity <= MAX_CAPACITY:
+        if capacity <= 0:
+            raise OptionError("--capacity", "--capacity must be a positive number of tokens, "
+                                            f"got {capacity}")
+        raise OptionError("--capacity", f"--capacity {capacity:,} is more than the "
+                                        f"{MAX_CAPACITY:,} tokens a window can hold")
+    return capacity

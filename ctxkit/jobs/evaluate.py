@@ -1,0 +1,95 @@
+"""``ctxkit eval`` as a function: what each stage would save on a dataset, as a report
+directory (``report.json``, ``report.md`` and plots)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxkit.errors import InputError
+from ctxkit.jobs.common import JobReport, Source, Target, check_capacity, require_records
+
+__all__ = ["EvalJobReport", "run_eval"]
+
+
+@dataclass
+class EvalJobReport(JobReport):
+    """The :class:`~ctxkit.evaluation.harness.EvalReport` and the files written."""
+
+    capacity: int = 0
+    texts: int = 0
+    evaluation: Any = None
+    files: list[str] = field(default_factory=list)
+
+    def summary(self) -> list[tuple[str, Any]]:
+        rows: list[tuple[str, Any]] = [("texts", self.texts)]
+        util = self.evaluation.sections.get("utilization", {})
+        if util:
+            rows.append(("lower bound (windows)", util["lower_bound"]))
+            for name, figures in util["methods"].items():
+                rows.append((f"{name}: windows / utilization",
+                             f"{figures['windows']:,} / {figures['utilization']:.1%}"))
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.evaluation.to_dict()
+
+
+def run_eval(
+    source: Source,
+    target: Target,
+    *,
+    capacity: int = 2048,
+    tokenizer: str = "cl100k_base",
+    embedding: bool = False,
+    embed_sample: int = 256,
+    density: bool = True,
+    dedup: bool = True,
+    seed: int = 0,
+    step: Callable[[str], None] | None = None,
+) -> EvalJobReport:
+    """Evaluate ``source`` and write ``report.json``, ``report.md`` and one PNG per section
+    into the directory ``target.output`` (created if needed; files already there with other
+    names are left alone). ``step(message)`` is called as each section starts."""
+    from ctxkit.evaluation.harness import evaluate
+    from ctxkit.io.outputs import write_json
+
+    check_capacity(capacity)
+    source.check()
+    target.check((source.path,), directory=True)
+    report = EvalJobReport(command="eval", input=str(source.path), output=str(target.output),
+                           capacity=capacity,
+                           title=f"ctxkit eval: {source.path.name} @ {capacity} tokens")
+    records = list(source.records(report.read))
+    require_records(len(records), source, report.read)
+    sections = ["lengths", "utilization"]
+    sections += ["redundancy"] if dedup else []
+    sections += ["density"] if density else []
+    sections += ["embedding"] if embedding else []
+    try:
+        ev = evaluate([r.text for r in records], capacity=capacity, tokenizer=tokenizer,
+                      sections=sections, embed_sample=embed_sample, seed=seed,
+                      name=source.path.name, content=[r.content for r in records],
+                      progress=step)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    ev.dataset["skipped_records"] = report.read.to_dict()["skipped"]
+    report.evaluation, report.texts = ev, len(records)
+    out = target.output
+    out.mkdir(parents=True, exist_ok=True)
+    with target.staged() as (staged, _), tempfile.TemporaryDirectory(dir=out) as scratch:
+        plots = ev.plot(scratch)
+        for plot in plots:
+            staged.adopt(plot, out / Path(plot).name)
+        json_tmp, md_tmp = staged.path(out / "report.json"), staged.path(out / "report.md")
+        write_json(json_tmp, ev.to_dict())
+        md_tmp.write_text(ev.to_markdown([Path(p).name for p in plots]), encoding="utf-8")
+        report.files = [str(out / "report.md"), str(out / "report.json")] + \
+            [str(out / Path(p).name) for p in plots]
+        staged.commit()  # before the scratch directory holding the plots goes
+    report.notes.append(f"wrote {out / 'report.md'}, {out / 'report.json'} and "
+                        f"{len(plots)} plot(s)")
+    return report
