@@ -38,10 +38,12 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ctxkit.compression.chat import ChatCompression, ChatOptions, _format, _text, select
+from ctxkit.compression.chat import ChatCompression, ChatOptions, select
 from ctxkit.compression.chat_features import ChatFeatures
 from ctxkit.compression.prune import check_budget
 from ctxkit.compression.scorers import Scorer, available_scorers
+from ctxkit.io.messages import message_format as _format
+from ctxkit.io.messages import message_text as _text
 from ctxkit.io.tokenizers import Tokenizer
 
 __all__ = ["ChatMemory"]
