@@ -44,7 +44,7 @@ def _conversation(quick: bool) -> tuple[str, list[dict[str, Any]]]:
     rng = random.Random(0)
     topics = ["garden", "router", "invoice", "marathon", "piano", "tax form", "sourdough"]
     msgs = []
-    for t in range(30):
+    for _ in range(30):
         topic = rng.choice(topics)
         msgs.append({"role": "user", "content": f"About the {topic}: my number is "
                      f"{rng.randrange(100, 999)}. What should I do next?"})

@@ -128,3 +128,23 @@ def test_bad_input_is_a_clear_error():
         mem.extend([{"role": "assistant", "content": "hello " * 80},
                      {"role": "user", "content": "and now? " * 20}])
         mem.compress(budget=50)
+
+
+def test_cli_replay_prints_per_turn_budgets_and_writes_the_last_window(tmp_path, capsys):
+    from ctxkit.cli import main
+
+    msgs = conversation(12, seed=4)
+    src, dst, rep = tmp_path / "in.json", tmp_path / "out.json", tmp_path / "rep.json"
+    src.write_text(json.dumps(msgs))
+    assert main(["chat", str(src), "-b", "200", "-o", str(dst), "--report", str(rep),
+                 "--replay", "--alternate"]) == 0
+    printed = capsys.readouterr().out
+    assert "per-turn budget" in printed and "0:5 " in printed
+    turns = json.loads(rep.read_text())["turns"]
+    assert [t["turn"] for t in turns] == list(range(len(msgs)))
+    assert all(t["window_tokens"] <= 200 for t in turns)
+    assert turns[-1]["history_tokens"] == count_chat_tokens(msgs)
+    last = compress_chat(msgs, 200, alternate=True)
+    assert json.loads(dst.read_text()) == last.messages
+    assert main(["chat", str(src), "-b", "200", "-o", str(dst), "--replay", "-q", "x"]) == 2
+    assert "--query" in capsys.readouterr().err
