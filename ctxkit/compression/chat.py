@@ -337,8 +337,9 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
             continue
         i = members[0]
         framing = int(cost[i]) - features.count(texts[i])
-        if opts.shorten and len(members) == 1 and isinstance(messages[i].get(
-                "content", messages[i].get("value")), str):
+        # room for the framing alone fits no shortened turn: skip the pruning work
+        if opts.shorten and len(members) == 1 and room > framing and isinstance(
+                messages[i].get("content", messages[i].get("value")), str):
             short, short_tokens = features.pruned(texts[i], opts.word_keep)
             if short == texts[i] and need <= room:
                 room -= need
