@@ -10,14 +10,24 @@ In order:
 
 1. the system prompt (``keep_system``) and the last ``keep_last`` messages stay verbatim (a
    budget too small for them is a ``ValueError``);
-2. filler turns ("thanks!", "ok", "got it") and near-duplicate turns (a re-asked question: the
-   earlier copy goes, the latest stays) are dropped;
-3. the other turns are scored by relevance to the latest user turn (or ``query``) and their
-   information per token, as ``compress`` scores units; the best are kept whole while they
-   fit, a turn too long for what is left is shortened with ``compress``, the rest dropped.
+2. filler turns ("thanks!", "ok", "got it") and re-asked questions (word 3-gram Jaccard at
+   least ``dedup_threshold`` with a later turn of the same role: the latest copy stays) go;
+3. the other turns are ranked by relevance to the latest user turn (or ``query``), each turn
+   also inheriting a share (``neighbors``) of its neighbours' relevance (an answer rarely
+   repeats its question's words), mixed with information per token as ``compress`` scores
+   units;
+4. coarse to fine, after LongLLMLingua: the best turns are kept whole in ``whole_share`` of the
+   free room; the next ones are kept shortened to about ``word_keep`` of their tokens (their
+   least informative words dropped, numbers and names kept) while they fit; a turn too long
+   even so is cut to the last of the room with ``compress``, the rest dropped;
+5. a tool result whose call is gone is dropped; with ``alternate=True`` user and assistant
+   turns are kept alternating.
 
 An assistant message with tool calls and the tool results answering it are one unit: kept or
 dropped together, never shortened. Every removed or shortened message is in the ledger.
+Per-message features (tokens, bits, shingles, embeddings, shortened forms) come from a
+:class:`~ctxkit.compression.chat_features.ChatFeatures` store: fresh per call here, kept across
+turns by :class:`~ctxkit.compression.memory.ChatMemory`, which returns the same results.
 
 Example:
     >>> msgs = [{"role": "system", "content": "You are terse."},
