@@ -148,3 +148,15 @@ def test_cli_replay_prints_per_turn_budgets_and_writes_the_last_window(tmp_path,
     assert json.loads(dst.read_text()) == last.messages
     assert main(["chat", str(src), "-b", "200", "-o", str(dst), "--replay", "-q", "x"]) == 2
     assert "--query" in capsys.readouterr().err
+
+
+def test_edited_history_stays_equal_and_the_store_stays_bounded():
+    msgs = conversation(40, seed=5)
+    mem = ChatMemory(budget=300, scorer="idf")
+    mem.extend(msgs)
+    mem.compress()
+    for k in range(1, len(msgs), 2):  # a server rewrites the stored turns
+        mem.messages[k] = {**mem.messages[k], "content": f"edited turn {k}: code {k * 31}"}
+        if k % 8 == 1:
+            assert mem.compress().messages == compress_chat(mem.messages, 300).messages
+    assert len(mem.features) <= 4 * len(mem) + 64

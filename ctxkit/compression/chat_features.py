@@ -169,6 +169,10 @@ class ChatFeatures:
 
     # -- housekeeping -------------------------------------------------------------------------
 
+    def __len__(self) -> int:
+        """Distinct texts with a stored token count (the store's size)."""
+        return len(self._counts)
+
     def retain(self, texts: Sequence[str]) -> None:
         """Forget features of texts not in ``texts`` (a history that was edited or trimmed)."""
         live = set(texts)

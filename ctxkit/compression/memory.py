@@ -99,7 +99,7 @@ class ChatMemory:
         out = select(self.messages, self.budget if budget is None else budget, self.options,
                      self.features, query)
         # an edited history leaves features of vanished texts behind: bound the store
-        if len(self.features._counts) > 4 * len(self.messages) + 64:
+        if len(self.features) > 4 * len(self.messages) + 64:
             self.features.retain([_text(m, i) for i, m in enumerate(self.messages)])
         return out
 
