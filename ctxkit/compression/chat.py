@@ -172,6 +172,8 @@ def _is_call(m: Mapping[str, Any]) -> bool:
 # ---------------------------------------------------------------------------------------------
 # options
 
+DEFAULT_SCORER = "idf"  # compress_chat's and ChatMemory's
+
 
 @dataclass(frozen=True)
 class ChatOptions:
@@ -216,7 +218,7 @@ def compress_chat(
     keep_system: bool = True,
     query: str | None = None,
     tokenizer: str | Tokenizer = "cl100k_base",
-    scorer: str | Scorer = "idf",
+    scorer: str | Scorer = DEFAULT_SCORER,
     *,
     per_message: int = 3,
     reply_priming: int = 3,

@@ -38,7 +38,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ctxkit.compression.chat import ChatCompression, ChatOptions, select
+from ctxkit.compression.chat import DEFAULT_SCORER, ChatCompression, ChatOptions, select
 from ctxkit.compression.chat_features import ChatFeatures
 from ctxkit.compression.prune import check_budget
 from ctxkit.compression.scorers import Scorer, available_scorers
@@ -59,7 +59,8 @@ class ChatMemory:
     """
 
     def __init__(self, budget: int = 4096, keep_last: int = 2, *,
-                 tokenizer: str | Tokenizer = "cl100k_base", scorer: str | Scorer = "idf",
+                 tokenizer: str | Tokenizer = "cl100k_base",
+                 scorer: str | Scorer = DEFAULT_SCORER,
                  **options: Any):
         check_budget(budget)
         unknown = set(options) - {f.name for f in dataclasses.fields(ChatOptions)}
