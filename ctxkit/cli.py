@@ -426,7 +426,8 @@ def chat_cmd(
     keep_system: Annotated[bool, typer.Option(help="Keep system messages verbatim.")] = True,
     query: Annotated[str | None, typer.Option(
         "--query", "-q", help="Relevance target (default: last user turn).")] = None,
-    scorer: Annotated[str, typer.Option(help="idf | embedding | lm")] = "idf",
+    scorer: Annotated[str, typer.Option(
+        help="embedding (MiniLM + BM25, the default) | idf | lm")] = "embedding",
     tokenizer: Annotated[str, typer.Option(
         help="Tokenizer the budget is counted in.")] = "cl100k_base",
     alternate: Annotated[bool, typer.Option(

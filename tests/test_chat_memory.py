@@ -97,13 +97,14 @@ def test_round_trip_is_json_safe_and_equal():
 
 
 def test_budget_override_query_and_public_export():
-    mem = ctxkit.ChatMemory(budget=10_000)
+    mem = ctxkit.ChatMemory(budget=10_000, scorer="idf")
     msgs = conversation(30, seed=2)
     mem.extend(msgs)
     assert mem.compress().messages == msgs  # fits: untouched
     small = mem.compress(query="invoice number", budget=200)
     assert small.compressed_tokens <= 200 and small.budget == 200
-    assert small.messages == compress_chat(msgs, 200, query="invoice number").messages
+    assert small.messages == compress_chat(msgs, 200, query="invoice number",
+                                           scorer="idf").messages
 
 
 def test_bad_input_is_a_clear_error():
@@ -137,14 +138,14 @@ def test_cli_replay_prints_per_turn_budgets_and_writes_the_last_window(tmp_path,
     src, dst, rep = tmp_path / "in.json", tmp_path / "out.json", tmp_path / "rep.json"
     src.write_text(json.dumps(msgs))
     assert main(["chat", str(src), "-b", "200", "-o", str(dst), "--report", str(rep),
-                 "--replay", "--alternate"]) == 0
+                 "--replay", "--alternate", "--scorer", "idf"]) == 0
     printed = capsys.readouterr().out
     assert "per-turn budget" in printed and "0:5 " in printed
     turns = json.loads(rep.read_text())["turns"]
     assert [t["turn"] for t in turns] == list(range(len(msgs)))
     assert all(t["window_tokens"] <= 200 for t in turns)
     assert turns[-1]["history_tokens"] == count_chat_tokens(msgs)
-    last = compress_chat(msgs, 200, alternate=True)
+    last = compress_chat(msgs, 200, alternate=True, scorer="idf")
     assert json.loads(dst.read_text()) == last.messages
     assert main(["chat", str(src), "-b", "200", "-o", str(dst), "--replay", "-q", "x"]) == 2
     assert "--query" in capsys.readouterr().err
@@ -158,5 +159,6 @@ def test_edited_history_stays_equal_and_the_store_stays_bounded():
     for k in range(1, len(msgs), 2):  # a server rewrites the stored turns
         mem.messages[k] = {**mem.messages[k], "content": f"edited turn {k}: code {k * 31}"}
         if k % 8 == 1:
-            assert mem.compress().messages == compress_chat(mem.messages, 300).messages
+            assert mem.compress().messages == compress_chat(mem.messages, 300,
+                                                            scorer="idf").messages
     assert len(mem.features) <= 4 * len(mem) + 64

@@ -144,7 +144,7 @@ def documents(draw):
 
 
 @given(doc=documents(), budget=st.integers(1, 80),
-       granularity=st.sampled_from(["sentence", "token", "chunk"]),
+       granularity=st.sampled_from(["coarse-to-fine", "sentence", "token", "chunk"]),
        reorder=st.sampled_from(["original", "sort"]), token_drop=st.sampled_from([0.0, 0.3]),
        query=st.sampled_from([None, "what about the Falcon cat?"]),
        force=st.sampled_from([(), ("Falcon",)]))

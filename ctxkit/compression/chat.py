@@ -12,14 +12,15 @@ In order:
    budget too small for them is a ``ValueError``);
 2. filler turns ("thanks!", "ok", "got it") and re-asked questions (word 3-gram Jaccard at
    least ``dedup_threshold`` with a later turn of the same role: the latest copy stays) go;
-3. the other turns are ranked by relevance to the latest user turn (or ``query``), each turn
-   also inheriting a share (``neighbors``) of its neighbours' relevance (an answer rarely
-   repeats its question's words), mixed with information per token as ``compress`` scores
-   units;
+3. the other turns are ranked by relevance to the latest user turn (or ``query``; the
+   default ``embedding`` scorer fuses MiniLM and BM25) mixed with information per token as
+   ``compress`` scores units, each turn then gaining a share (``neighbors``) of its better
+   neighbour's score (an answer rarely repeats its question's words);
 4. coarse to fine, after LongLLMLingua: the best turns are kept whole in ``whole_share`` of the
    free room; the next ones are kept shortened to about ``word_keep`` of their tokens (their
    least informative words dropped, numbers and names kept) while they fit; a turn too long
-   even so is cut to the last of the room with ``compress``, the rest dropped;
+   even so is cut to the last of the room with ``compress``, the rest dropped; room left at
+   the end gives shortened turns their whole text back, most relevant first;
 5. a tool result whose call is gone is dropped; with ``alternate=True`` user and assistant
    turns are kept alternating.
 
@@ -36,11 +37,13 @@ Example:
     ...         {"role": "user", "content": "thanks!"},
     ...         {"role": "assistant", "content": "The weather is sunny with a light breeze."},
     ...         {"role": "user", "content": "What is my locker code?"}]
-    >>> out = compress_chat(msgs, budget=40, keep_last=1)
+    >>> out = compress_chat(msgs, budget=36, keep_last=1)
     >>> [m["content"] for m in out.messages]
     ['You are terse.', 'My locker code is 4417.', 'What is my locker code?']
     >>> [(c.index, c.reason) for c in out.ledger]
     [(2, 'filler'), (3, 'filler'), (4, 'over budget')]
+    >>> [m["content"] for m in compress_chat(msgs, budget=44, keep_last=1).messages[1:3]]
+    ['My locker code is 4417.', 'weather sunny with light breeze']
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ import numpy as np
 
 from ctxkit.compression.chat_features import ChatFeatures, billed_tokens
 from ctxkit.compression.prune import check_budget, compress
+from ctxkit.compression.relevance import spread_to_neighbors
 from ctxkit.compression.scorers import Scorer
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
@@ -172,7 +176,7 @@ def _is_call(m: Mapping[str, Any]) -> bool:
 # ---------------------------------------------------------------------------------------------
 # options
 
-DEFAULT_SCORER = "idf"  # compress_chat's and ChatMemory's
+DEFAULT_SCORER = "embedding"  # compress_chat's and ChatMemory's: MiniLM + BM25, hybrid
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,7 @@ class ChatOptions:
     min_shortened: int = 24
     dedup_threshold: float = 0.8
     query_weight: float = 0.7
-    neighbors: float = 0.5
+    neighbors: float = 0.3
     whole_share: float = 0.25
     word_keep: float = 0.5
     alternate: bool = False
@@ -226,15 +230,16 @@ def compress_chat(
     min_shortened: int = 24,
     dedup_threshold: float = 0.8,
     query_weight: float = 0.7,
-    neighbors: float = 0.5,
+    neighbors: float = 0.3,
     whole_share: float = 0.25,
     word_keep: float = 0.5,
     alternate: bool = False,
 ) -> ChatCompression:
     """Fit a chat history into ``budget`` tokens; see the module docstring for the policy.
 
-    ``neighbors``: share of its neighbouring turns' relevance a turn inherits (the question a
-    kept answer replies to). ``whole_share``: share of the free room given to the most relevant
+    ``neighbors``: with a query, each turn's score gains this share of its better neighbour's
+    (:func:`~ctxkit.compression.relevance.spread_to_neighbors`: the question a kept answer
+    replies to). ``whole_share``: share of the free room given to the most relevant
     turns kept whole; the rest holds the next turns shortened to ``word_keep`` of their tokens
     (their least informative words dropped), so more of the history survives. ``shorten=False``
     keeps turns whole or drops them. ``min_shortened``: a turn is cut to fit the last of the
@@ -338,6 +343,7 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
             whole_room -= need
             room -= need
     # fine: the next turns pruned to word_keep of their tokens, while they fit
+    pruned: list[tuple[int, int]] = []  # (message, tokens its whole text would add)
     for rank in order:
         if whole[rank]:
             continue
@@ -360,6 +366,7 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
                 room -= framing + short_tokens
                 _shortened(i, short, short_tokens, framing, score, "low-information words "
                            "dropped", new_text, ledger, roles, cost)
+                pruned.append((i, int(cost[i]) - framing - short_tokens))
                 continue
             content_room = room - framing
             if content_room >= opts.min_shortened:
@@ -373,6 +380,12 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
                     continue
         drop(members, "over budget" + (" (tool call and results)" if len(members) > 1 else ""),
              score)
+    # room left over: shortened turns get their whole text back, most relevant first
+    for i, extra in pruned:
+        if extra <= room and i in new_text:
+            room -= extra
+            del new_text[i]
+            ledger[:] = [c for c in ledger if c.index != i]
     _fix_structure(messages, roles, groups, group_of, keep, protected, cands, scores,
                    opts.alternate, drop)
     return result()
@@ -388,8 +401,8 @@ def _shortened(i: int, text: str, tokens: int, framing: int, score: float, reaso
 
 def _scores(features: ChatFeatures, units: list[str], tokens: np.ndarray, query: str | None,
             opts: ChatOptions) -> np.ndarray:
-    """Utility of each candidate turn: relevance to ``query`` (smoothed over neighbouring turns)
-    mixed with information per token, as ``compress`` scores units."""
+    """Utility of each candidate turn: relevance to ``query`` mixed with information per token,
+    as ``compress`` scores units, then spread to neighbouring turns."""
     if not units:
         return np.zeros(0)
     info = features.information(units) / np.maximum(tokens, 1)
@@ -397,14 +410,10 @@ def _scores(features: ChatFeatures, units: list[str], tokens: np.ndarray, query:
     if not query:
         return info
     rel = features.relevance(units, query)
-    if opts.neighbors and len(rel) > 1:
-        # an answer rarely repeats the question's words: a turn shares its neighbours' relevance
-        spread = rel.copy()
-        spread[1:] += opts.neighbors * rel[:-1]
-        spread[:-1] += opts.neighbors * rel[1:]
-        rel = spread
     rel = rel / rel.max() if rel.max() > 0 else rel
-    return (1.0 - opts.query_weight) * info + opts.query_weight * rel
+    scores = (1.0 - opts.query_weight) * info + opts.query_weight * rel
+    # a fact's question or reply sits beside it: turns borrow from their better neighbour
+    return spread_to_neighbors(scores, opts.neighbors)
 
 
 def _fix_structure(messages: Sequence[Mapping[str, Any]], roles: list[str],

@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 
 from ctxkit.compression.density import near_duplicates
-from ctxkit.compression.scorers import Scorer, atoms, get_scorer, is_protected
+from ctxkit.compression.relevance import lexical_relevance
+from ctxkit.compression.scorers import Scorer, atoms, get_scorer, is_protected, tfidf_similarity
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = [
@@ -53,7 +54,9 @@ __all__ = [
     "unit_scores",
 ]
 
-GRANULARITIES = ("sentence", "token", "chunk")
+GRANULARITIES = ("coarse-to-fine", "sentence", "token", "chunk")
+# coarse-to-fine: how much a sentence's own relevance adds to its chunk's (both in [0, 1])
+SENTENCE_WEIGHT = 0.25
 FILLER = frozenset(
     "um uh erm hmm basically actually literally really very just quite simply honestly "
     "anyway well so okay ok like totally definitely".split()
@@ -237,15 +240,19 @@ def _validate(budget: Any, granularity: str, reorder: str, token_drop: float,
 def _inputs(text_or_chunks: str | Sequence[str], granularity: str
             ) -> tuple[list[tuple[str, str]], list[int]]:
     if isinstance(text_or_chunks, str):
-        chunks = [text_or_chunks]
+        # coarse-to-fine ranks a string's paragraphs, keeping the separators between them
+        paras = split_units(text_or_chunks, "chunk") if granularity == "coarse-to-fine" else []
+        chunks = [p for p, _ in paras] or [text_or_chunks]
+        joins = [sep for _, sep in paras] or [""]
     elif isinstance(text_or_chunks, (list, tuple)):
         chunks = list(text_or_chunks)
+        for i, c in enumerate(chunks):
+            if not isinstance(c, str):
+                raise TypeError(f"chunk {i} is {type(c).__name__}, not str")
+        joins = ["\n\n"] * (len(chunks) - 1) + [""]
     else:
         raise TypeError("compress needs a str or a list of str chunks, got "
                         f"{type(text_or_chunks).__name__}")
-    for i, c in enumerate(chunks):
-        if not isinstance(c, str):
-            raise TypeError(f"chunk {i} is {type(c).__name__}, not str")
     units: list[tuple[str, str]] = []
     owner: list[int] = []
     for ci, chunk in enumerate(chunks):
@@ -254,7 +261,7 @@ def _inputs(text_or_chunks: str | Sequence[str], granularity: str
         else:
             pieces = split_units(chunk, "chunk" if granularity == "chunk" else "sentence")
         if pieces:
-            pieces[-1] = (pieces[-1][0].rstrip(), "\n\n" if ci < len(chunks) - 1 else "")
+            pieces[-1] = (pieces[-1][0].rstrip(), joins[ci])
         units.extend(pieces)
         owner.extend([ci] * len(pieces))
     return units, owner
@@ -290,6 +297,31 @@ def unit_scores(texts: Sequence[str], tokens: np.ndarray, scorer: Scorer, query:
     rel = np.asarray(scorer.relevance(texts, query), dtype=np.float64)
     rel = rel / rel.max() if rel.size and rel.max() > 0 else rel
     return (1.0 - query_weight) * info + query_weight * rel, bits
+
+
+def coarse_to_fine_scores(pairs: Sequence[tuple[str, str]], owner: Sequence[int],
+                          info: np.ndarray, scorer: Scorer, query: str,
+                          sentence_weight: float = SENTENCE_WEIGHT) -> np.ndarray:
+    """Score of each sentence: its chunk's relevance, plus ``sentence_weight`` times its own,
+    plus its information density (0.01 times, to break ties only).
+
+    Chunks (list items, or a string's paragraphs) are ranked first with ``scorer.relevance``
+    (LongLLMLingua's coarse step), so whole relevant chunks keep their context; a sentence's
+    own relevance is BM25 among all the sentences and decides what survives of the chunks at
+    the budget's edge (one model pass over the chunks, none over the sentences).
+    """
+    own = np.asarray(owner)
+    n_chunks = int(own.max()) + 1 if own.size else 0
+    texts = [b for b, _ in pairs]
+    chunk_rel = np.ones(max(n_chunks, 1))
+    if n_chunks > 1:
+        members = [np.flatnonzero(own == c) for c in range(n_chunks)]
+        chunk_texts = [_render_units(pairs, m) for m in members]
+        chunk_rel = np.asarray(scorer.relevance(chunk_texts, query), dtype=np.float64)
+        top = chunk_rel.max()
+        chunk_rel = chunk_rel / top if top > 0 else chunk_rel
+    sent_rel = lexical_relevance(texts, query).scores
+    return chunk_rel[own] + sentence_weight * sent_rel + 0.01 * info
 
 
 def _greedy_mmr(scores: np.ndarray, tokens: np.ndarray, candidates: np.ndarray,
@@ -374,8 +406,8 @@ def compress(
     budget: int,
     query: str | None = None,
     tokenizer: str | Tokenizer = "cl100k_base",
-    scorer: str | Scorer = "idf",
-    granularity: str = "sentence",
+    scorer: str | Scorer = "embedding",
+    granularity: str = "coarse-to-fine",
     force_keep: str | Sequence[str] = (),
     reorder: str = "original",
     *,
@@ -430,7 +462,11 @@ def compress(
             f"budget {budget} is too small for the force_keep parts: the units holding them "
             f"need {forced_tokens} tokens (use a finer granularity or a larger budget)")
 
-    scores, bits = unit_scores(texts, tokens, sc, query, query_weight)
+    if granularity == "coarse-to-fine" and query:
+        info, bits = unit_scores(texts, tokens, sc, None)
+        scores = coarse_to_fine_scores(pairs, owner, info, sc, query)
+    else:
+        scores, bits = unit_scores(texts, tokens, sc, query, query_weight)
     reason: dict[int, str] = {}
     code: dict[int, str] = {}  # the reason's code, for counting without parsing prose
     dup = near_duplicates(texts, dedup_threshold) if len(texts) > 1 else [-1] * len(texts)
@@ -449,7 +485,15 @@ def compress(
         # the coarse pass reserves room for what fine pruning will remove again
         room = int(budget / (1.0 - token_drop)) if token_drop else int(budget)
         room -= int(tokens[forced].sum())
-        sim = sc.similarity(texts) if redundancy > 0 and len(texts) <= 5000 else None
+        sim = None
+        if redundancy > 0 and len(texts) <= 5000:
+            if granularity == "coarse-to-fine":
+                # sentences of one chunk are its context, not redundancy; across chunks a cheap
+                # lexical similarity is enough to see repeated content
+                sim = tfidf_similarity(texts)
+                sim[np.equal.outer(owner, owner)] = 0.0
+            else:
+                sim = sc.similarity(texts)
         picked, blamed = _greedy_mmr(scores, tokens, alive & ~forced, forced, room, sim,
                                      redundancy)
         for i, (j, s) in blamed.items():

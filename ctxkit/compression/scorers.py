@@ -12,9 +12,11 @@ Built in, by name (:func:`get_scorer`):
 
 - ``"idf"``: -log2 p(word) from an offline reference table: the ``wordfreq`` package's English
   frequencies when it is installed, or an IDF table fitted with scikit-learn on your corpus
-  (``IdfScorer.fit(corpus)``); relevance is TF-IDF cosine to the query.
-- ``"embedding"``: relevance as LongLLMLingua's coarse, question-aware ranking does it, from the
-  bundled all-MiniLM-L6-v2 (cosine) averaged with BM25; information as ``idf``.
+  (``IdfScorer.fit(corpus)``); relevance is BM25 to the query, scaled to [0, 1].
+- ``"embedding"`` (the default of ``compress`` and ``compress_chat``): relevance as
+  LongLLMLingua's coarse, question-aware ranking does it, the bundled all-MiniLM-L6-v2 cosine
+  fused with BM25 (:func:`ctxkit.compression.relevance.hybrid_relevance`); information as
+  ``idf``.
 
 Other scorers plug in with :func:`register_scorer` or the ``ctxkit.scorers`` entry-point group.
 
@@ -39,6 +41,13 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+from ctxkit.compression.relevance import (  # noqa: F401  (bm25 re-exported)
+    bm25,
+    embed,
+    hybrid_relevance,
+    lexical_relevance,
+)
 
 __all__ = [
     "MAX_BITS",
@@ -154,42 +163,11 @@ def tfidf_similarity(units: Sequence[str]) -> np.ndarray:
     return np.clip((matrix @ matrix.T).toarray(), 0.0, 1.0)
 
 
-def bm25(units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75) -> np.ndarray:
-    """Okapi BM25 score of each unit for ``query`` (Robertson & Zaragoza 2009), unnormalised.
-
-    Example:
-        >>> s = bm25(["the cat sat", "a dog ran", "cat cat"], "cat")
-        >>> bool(s[2] > s[0] > s[1])
-        True
-    """
-    from sklearn.feature_extraction.text import CountVectorizer
-
-    if not units:
-        return np.zeros(0)
-    vec = CountVectorizer(lowercase=True, token_pattern=r"(?u)\b\w\w*\b")
-    try:
-        tf = vec.fit_transform(units).tocsc().astype(np.float64)
-    except ValueError:
-        return np.zeros(len(units))
-    vocab = vec.vocabulary_
-    q_ids = sorted({vocab[w] for w in re.findall(r"\w+", query.lower()) if w in vocab})
-    if not q_ids:
-        return np.zeros(len(units))
-    doc_len = np.asarray(tf.sum(axis=1)).ravel()
-    avg = doc_len.mean() or 1.0
-    n = len(units)
-    sub = tf[:, q_ids].toarray()
-    df = (sub > 0).sum(axis=0)
-    idf = np.log1p((n - df + 0.5) / (df + 0.5))
-    norm = k1 * (1 - b + b * doc_len / avg)
-    return ((sub * (k1 + 1)) / (sub + norm[:, None]) * idf).sum(axis=1)
-
-
 class _Lexical:
     """Relevance and similarity from TF-IDF; scorers override what they model better."""
 
     def relevance(self, units: Sequence[str], query: str) -> np.ndarray:
-        return tfidf_relevance(units, query)
+        return lexical_relevance(units, query).scores
 
     def similarity(self, units: Sequence[str]) -> np.ndarray:
         return tfidf_similarity(units)
@@ -287,26 +265,14 @@ def _fit_idf(corpus: Sequence[str]) -> tuple[dict[str, float], float]:
 # embedding
 
 
-@functools.lru_cache(maxsize=1)
-def _encoder():
-    from ctxkit.embedding.encoder import PackedEncoder
-
-    return PackedEncoder()  # the bundled all-MiniLM-L6-v2, packed passes, GPU when present
-
-
-def embed(texts: Sequence[str]) -> np.ndarray:
-    """Unit-normalised embeddings ``[n, dim]`` from the bundled all-MiniLM-L6-v2."""
-    if not texts:
-        return np.zeros((0, 384), dtype=np.float32)
-    return _encoder().encode(list(texts), normalize=True)
-
-
 class EmbeddingScorer(IdfScorer):
-    """Question-aware relevance: MiniLM cosine averaged with max-normalised BM25.
+    """Question-aware relevance: MiniLM cosine fused with BM25 on standardised scores.
 
-    ``relevance = w * max(0, cos(unit, query)) + (1 - w) * bm25 / max(bm25)``, ``w = 0.5`` by
-    default: the embedding catches paraphrases, BM25 catches exact names and numbers that small
-    embedding models blur. Information per word is the ``idf`` scorer's.
+    ``relevance`` is :func:`~ctxkit.compression.relevance.hybrid_relevance` with
+    ``lexical_weight``: the embedding catches paraphrases, BM25 the exact names and numbers
+    that small embedding models blur. Embeddings are cached per scorer by text, so one
+    instance reused across calls on a growing history embeds each message once. Information
+    per word is the ``idf`` scorer's.
 
     Example:
         >>> s = EmbeddingScorer()
@@ -318,11 +284,11 @@ class EmbeddingScorer(IdfScorer):
 
     name = "embedding"
 
-    def __init__(self, weight: float = 0.5, table: dict[str, float] | None = None):
-        if not 0.0 <= weight <= 1.0:
-            raise ValueError(f"weight must be in [0, 1], got {weight}")
+    def __init__(self, lexical_weight: float = 0.4, table: dict[str, float] | None = None):
+        if lexical_weight < 0:
+            raise ValueError(f"lexical_weight must be >= 0, got {lexical_weight}")
         super().__init__(table=table)
-        self.weight = weight
+        self.lexical_weight = lexical_weight
         self._cache: dict[str, np.ndarray] = {}
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -338,11 +304,8 @@ class EmbeddingScorer(IdfScorer):
         if not units:
             return np.zeros(0)
         vecs = self._embed(list(units) + [query])
-        cos = np.clip(vecs[:-1] @ vecs[-1], 0.0, 1.0)
-        lex = bm25(units, query)
-        top = lex.max()
-        lex = lex / top if top > 0 else lex
-        return self.weight * cos + (1.0 - self.weight) * lex
+        return hybrid_relevance(units, query, embeddings=vecs[:-1], query_embedding=vecs[-1],
+                                lexical_weight=self.lexical_weight).scores
 
     def similarity(self, units: Sequence[str]) -> np.ndarray:
         if not units:

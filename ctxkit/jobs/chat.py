@@ -113,7 +113,7 @@ def run_chat(
     keep_last: int = 2,
     keep_system: bool = True,
     query: str | None = None,
-    scorer: str = "idf",
+    scorer: str = "embedding",
     tokenizer: str = "cl100k_base",
     alternate: bool = False,
     shorten: bool = True,

