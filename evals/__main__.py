@@ -19,7 +19,8 @@ from pathlib import Path
 from evals._common import machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARKS = ("packing", "dedup", "embedding", "compression", "chat_memory", "distributed")
+BENCHMARKS = ("packing", "dedup", "embedding", "compression", "public_compression",
+              "chat_memory", "distributed")
 
 
 def git_commit() -> str | None:

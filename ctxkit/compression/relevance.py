@@ -21,7 +21,7 @@ it). Rationale and measurements: ``docs/compression.md``.
 Example:
     >>> units = ["Paris is the capital of France.", "Bananas are yellow.", "The sky is blue."]
     >>> rel = lexical_relevance(units, "capital of France")
-    >>> rel.order[0], float(rel.scores[0])
+    >>> int(rel.order[0]), float(rel.scores[0])
     (0, 1.0)
 """
 
