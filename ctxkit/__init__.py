@@ -34,6 +34,7 @@ _EXPORTS = {
     "pack_dataset": "ctxkit.packing.hf",
     "dedup": "ctxkit.deduplication.pipeline",
     "DedupResult": "ctxkit.deduplication.result",
+    "MinHashOptions": "ctxkit.deduplication.options",
     "dedup_messages": "ctxkit.deduplication.messages",
     "get_scorer": "ctxkit.compression.scorers",
     "Scorer": "ctxkit.compression.scorers",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import traceback
@@ -31,7 +32,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ctxkit.errors import InputError, RecordError
+from ctxkit.errors import InputError, OptionError, RecordError
 from ctxkit.io.records import ReadReport
 from ctxkit.jobs import JobReport, Source, Target
 
@@ -228,11 +229,14 @@ def demo_cmd(
     seed: Annotated[int, typer.Option(
         help="Seed of the generated data and the window order.")] = 0,
     tokenizer: TokenizerOpt = "cl100k_base",
+    embed_texts: Annotated[int, typer.Option(
+        help="Prompts to embed in the embedding stage (0 skips it).")] = 128,
     write_data: Annotated[Path | None, typer.Option(
-        help="Also write the generated records as JSONL (try them with `ctxkit pack`).")] = None,
+        help="Also write the generated records (.jsonl, .json or .parquet; try them with "
+             "`ctxkit dedup` or `ctxkit pack`).")] = None,
 ) -> None:
-    """Generate an instruction dataset, tokenize it, pack it and print the packing report."""
-    from ctxkit.demo import demo_records, run_demo
+    """Run every stage on generated data: dedup, chat compression, packing, packed embedding."""
+    from ctxkit.demo import run_demo
     from ctxkit.io.outputs import write_records
     from ctxkit.jobs.common import check_capacity
     from ctxkit.jobs.pack import batch_report
@@ -243,33 +247,39 @@ def demo_cmd(
     if write_data is not None:
         Target(write_data).check()
     try:
-        res = run_demo(n=n, capacity=capacity, seed=seed, tokenizer=tokenizer)
+        res = run_demo(n=n, capacity=capacity, seed=seed, tokenizer=tokenizer,
+                       embed_texts=embed_texts)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     if write_data is not None:
-        write_records(write_data, demo_records(n, seed))
+        write_records(write_data, res.data.records)
         out.print(f"wrote {n:,} generated records to {write_data}")
-    batch = res.batch
-    print_table(f"demo data ({res.n_records:,} alpaca records, {res.tokenizer})", [
-        ("tokens (prompt + response)", res.total_tokens),
-        ("response tokens (trained on)", res.target_tokens),
-        ("mean / max length", f"{res.mean_length:,.1f} / {res.max_length:,}"),
-        ("tokenize seconds", res.tokenize_seconds),
-    ])
+    print_table(f"1. dedup (exact, then MinHash) of {n:,} generated alpaca records",
+                res.dedup.rows())
+    print_table("2. compression: a long chat history to 1/4 of its tokens", res.chat.rows())
+    for index, role, action, reason, tokens in res.chat.ledger[:5]:
+        out.print(f"   message {index} ({role}, {tokens} tokens): {action}, {reason}")
+    if len(res.chat.ledger) > 5:
+        out.print(f"   ... and {len(res.chat.ledger) - 5} more in the ledger")
+    pack = res.pack
+    print_table(f"3. packing the {pack.n_records:,} kept records ({pack.tokenizer})", pack.rows())
     table = Table(title=f"windows of {capacity:,} tokens", title_justify="left")
     for col in ("method", "windows", "utilization", "padding", "plan ms"):
         table.add_column(col, justify="left" if col == "method" else "right", no_wrap=True)
-    for row in res.rows:
+    for row in pack.strategies:
         table.add_row(row.method, f"{row.windows:,}", f"{row.utilization:.2%}",
                       f"{row.padding_tokens:,}", f"{row.seconds * 1e3:.1f}")
     out.print(table)
-    report = batch_report(batch, [f"demo-{i:06d}" for i in range(res.n_records)],
-                          input="", output="")
-    render(report)
-    naive = res.rows[0].windows
-    out.print(f"bfd needs {batch.n_windows:,} windows (lower bound {batch.lower_bound:,}) "
-              f"instead of {naive:,} padded rows: {naive / max(batch.n_windows, 1):.1f}x fewer "
-              "forward passes, with no attention or loss across records.")
+    ids = [res.data.records[i]["id"] for i in res.dedup.kept]
+    render(batch_report(pack.batch, ids, input="", output=""))
+    naive = pack.strategies[0].windows
+    out.print(f"bfd needs {pack.batch.n_windows:,} windows (lower bound "
+              f"{pack.batch.lower_bound:,}) instead of {naive:,} padded rows: "
+              f"{naive / max(pack.batch.n_windows, 1):.1f}x fewer forward passes, with no "
+              "attention or loss across records.")
+    if res.embed is not None:
+        print_table("4. packed embedding pass, all-MiniLM-L6-v2 (encode: "
+                    "SentenceTransformer.encode, batch_size=32)", res.embed.rows())
 
 
 # ===== dedup =====
@@ -286,8 +296,8 @@ def dedup_cmd(
         help="Stages in order: exact, minhash, semantic (comma-separated).")] = "exact,minhash",
     threshold: Annotated[str | None, typer.Option(
         "--threshold", "-t",
-        help="Similarity for duplicates: one number for every stage, or minhash=0.5,semantic=0.9 "
-             "(defaults: MinHash Jaccard 0.5, semantic cosine 0.9).")] = None,
+        help="Similarity for duplicates: one number for every stage, or minhash=0.7,semantic=0.9 "
+             "(defaults: MinHash Jaccard 0.7, semantic cosine 0.9).")] = None,
     field: FieldOpt = None,
     template: TemplateOpt = None,
     id_field: IdFieldOpt = None,
@@ -303,6 +313,10 @@ def dedup_cmd(
         "--ignore-punctuation", help="Strip punctuation first.")] = False,
     seed: Annotated[int, typer.Option(
         "--seed", help="Seed for MinHash permutations and k-means.")] = 1,
+    boilerplate: Annotated[float | None, typer.Option(
+        "--strip-boilerplate", metavar="SHARE",
+        help="MinHash: leave out lines found in at least this share of the records (a shared "
+             "template), e.g. 0.01.")] = None,
     skip_bad: SkipBadOpt = False,
     in_place: InPlaceOpt = False,
     progress: ProgressOpt = True,
@@ -316,6 +330,10 @@ def dedup_cmd(
     from ctxkit.jobs import parse_threshold, run_dedup
 
     if ray_address is not None:
+        if boilerplate is not None:
+            raise OptionError("--strip-boilerplate", "--strip-boilerplate counts lines over the "
+                              "whole corpus and does not run with --ray; strip templates first "
+                              "or pick the varying --field")
         return run_on_ray("dedup", ray_address, input_path, output, field=field,
                           id_field=id_field, report_path=report_path, method=method,
                           threshold=parse_threshold(threshold), keep=keep, num_perm=num_perm,
@@ -324,7 +342,7 @@ def dedup_cmd(
         Source(input_path, field, template, id_field, skip_bad),
         Target(output, report_path, in_place),
         method=method, threshold=parse_threshold(threshold), keep=keep, num_perm=num_perm,
-        ngram=ngram, unit=unit, punctuation=punctuation, seed=seed,
+        ngram=ngram, unit=unit, punctuation=punctuation, seed=seed, boilerplate=boilerplate,
         progress=progress_bar(progress)))
 
 
@@ -545,13 +563,13 @@ def _command_params(argv: list[str]) -> set[str]:
 
 
 def _input_error(exc: InputError, argv: list[str]) -> str:
-    message = str(exc)
-    if exc.hint:
-        message += f" ({exc.hint})"
-    elif (isinstance(exc, RecordError) and exc.index is not None  # one record, not the file
-          and "--skip-bad" in _command_params(argv)):
-        message += " (use --skip-bad to skip and list such records)"
-    return message
+    """The error line, with its hint only when the hint's flags are the command's own."""
+    hint = exc.hint
+    if hint is None and isinstance(exc, RecordError) and exc.index is not None:
+        hint = "use --skip-bad to skip and list such records"  # one record, not the file
+    if hint and set(re.findall(r"--[a-z][a-z-]*", hint)) <= _command_params(argv):
+        return f"{exc} ({hint})"
+    return str(exc)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -575,6 +593,10 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return exc.exit_code
     except _UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # the help (already shown) is the answer
+            if exc.format_message().strip():
+                exc.show()
+            return getattr(exc, "exit_code", EXIT_INPUT)
         ctx = getattr(exc, "ctx", None)
         where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         _error(exc.format_message() + where)

@@ -16,10 +16,10 @@ shared. Data: ``../shared/data`` (or ``$CTXKIT_DATA``); generated text when it i
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import time
-from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ import numpy as np
 
 from ctxkit.deduplication.exact import exact_dedup
 from ctxkit.deduplication.minhash import (
+    DEFAULT_THRESHOLD,
     band_keys,
     candidate_pairs,
     choose_bands,
@@ -40,11 +41,25 @@ from ctxkit.deduplication.minhash import (
 from ctxkit.deduplication.normalize import Normalization
 from ctxkit.deduplication.unionfind import connected_components
 from evals import _common
+from evals.dedup_baselines import (
+    char_shingles,
+    datasketch_bulk,
+    datasketch_lsh,
+    datasketch_removed,
+    interleaved,
+    optional_rensa,
+    rensa_bands,
+    rensa_lsh,
+    rensa_minhashes,
+    textdedup_removed,
+    timed,
+)
 from evals.dedup_corpus import (
     data_dir,
     exact_jaccard_join,
     inject_near_duplicates,
     load_sources,
+    synthetic_templated,
     synthetic_texts,
 )
 
@@ -82,24 +97,6 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
-def timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
-    """(wall seconds, CPU seconds of this process, result)."""
-    w, c = time.perf_counter(), time.process_time()
-    out = fn()
-    return time.perf_counter() - w, time.process_time() - c, out
-
-
-def interleaved(runs: dict[str, Callable[[], Any]], repeats: int) -> dict[str, dict[str, float]]:
-    """Run every method once per round, `repeats` rounds; keep each method's best round."""
-    best: dict[str, dict[str, float]] = {}
-    for _ in range(repeats):
-        for name, fn in runs.items():
-            wall, cpu, _ = timed(fn)
-            b = best.setdefault(name, {"wall_s": wall, "cpu_s": cpu})
-            b["wall_s"], b["cpu_s"] = min(b["wall_s"], wall), min(b["cpu_s"], cpu)
-    return best
-
-
 def prf(pred: set, gold: set) -> dict[str, float]:
     tp = len(pred & gold)
     p = tp / len(pred) if pred else 1.0
@@ -111,11 +108,6 @@ def prf(pred: set, gold: set) -> dict[str, float]:
         "predicted": len(pred),
         "gold": len(gold),
     }
-
-
-def char_shingles(text: str, n: int = 5) -> list[str]:
-    """What a datasketch or rensa user writes: raw character 5-grams (the text if shorter)."""
-    return [text[i : i + n] for i in range(len(text) - n + 1)] or ([text] if text else [])
 
 
 # ---------------------------------------------------------------- corpora
@@ -148,21 +140,12 @@ def gold_removed(truth: np.ndarray) -> set[int]:
 # ---------------------------------------------------------------- benchmarks
 
 
-def _optional_rensa() -> Any:
-    """rensa comes with the ``[bench]`` extra; without it its rows are left out."""
-    try:
-        import rensa
-    except ImportError:
-        return None
-    return rensa
-
-
 @section("bench_throughput")
 def bench_throughput(texts: list[str], repeats: int) -> dict[str, Any]:
     """Raw text to 128-permutation signatures of character 5-grams, docs/s."""
     from datasketch import MinHash
 
-    rensa = _optional_rensa()
+    rensa = optional_rensa()
 
     ds_texts = texts[: max(200, len(texts) // 4)]  # datasketch is ~10x slower: a quarter suffices
 
@@ -217,10 +200,10 @@ def bench_throughput(texts: list[str], repeats: int) -> dict[str, Any]:
 
 def datasketch_dedup(texts: list[str], threshold: float) -> tuple[set, set, set, float]:
     """The datasketch recipe: removed set by query-then-insert, and all LSH candidate pairs."""
-    from datasketch import MinHash, MinHashLSH
+    from datasketch import MinHashLSH
 
     t0 = time.perf_counter()
-    mh = MinHash.bulk([[s.encode() for s in char_shingles(t.lower())] for t in texts], num_perm=128)
+    mh = datasketch_bulk(texts)
     lsh = MinHashLSH(threshold=threshold, num_perm=128)
     removed = set()
     for i, m in enumerate(mh):
@@ -239,17 +222,9 @@ def datasketch_dedup(texts: list[str], threshold: float) -> tuple[set, set, set,
 def rensa_pairs(texts: list[str], threshold: float) -> set[tuple[int, int]]:
     """rensa's LSH (datasketch's banding for t), candidates verified by rensa's estimate."""
     import rensa
-    from datasketch.lsh import _optimal_param
 
-    # rensa needs bands dividing num_perm: take the divisor nearest datasketch's optimum.
-    ds_bands, _ = _optimal_param(threshold, 128, 0.5, 0.5)
-    bands = min((b for b in range(1, 129) if 128 % b == 0), key=lambda b: (abs(b - ds_bands), -b))
-    mh = []
-    for t in texts:
-        m = rensa.RMinHash(num_perm=128, seed=42)
-        m.update(char_shingles(t.lower()))
-        mh.append(m)
-    lsh = rensa.RMinHashLSH(threshold, 128, bands)
+    mh = rensa_minhashes(texts)
+    lsh = rensa.RMinHashLSH(threshold, 128, rensa_bands(threshold))
     for i, m in enumerate(mh):
         lsh.insert(i, m)
     pairs = {(min(i, j), max(i, j)) for i, m in enumerate(mh) for j in lsh.query(m) if j != i}
@@ -318,11 +293,15 @@ def bench_pair_f1(texts: list[str], thresholds: list[float]) -> dict[str, Any]:
     rows = []
     for t in thresholds:
         gold = {tuple(p) for p in joins[t][0].tolist()}
-        for verify in ("exact", "estimate"):
-            res = minhash_dedup(texts, t, sig=sig, verify=verify)
+        for label, kwargs in (
+            ("ctxkit (exact verify)", {}),
+            ("ctxkit (exact verify, all pairs of every bucket)", {"max_bucket": 10**9}),
+            ("ctxkit (estimate verify)", {"verify": "estimate"}),
+        ):
+            res = minhash_dedup(texts, t, sig=sig, **kwargs)
             rows.append(
                 {
-                    "method": f"ctxkit ({verify} verify)",
+                    "method": label,
                     "threshold": t,
                     **prf({tuple(p) for p in res.pairs.tolist()}, gold),
                 }
@@ -332,7 +311,7 @@ def bench_pair_f1(texts: list[str], thresholds: list[float]) -> dict[str, Any]:
         rows.append(
             {"method": "datasketch MinHashLSH + verify", "threshold": t, **prf(ds_verified, gold)}
         )
-        if _optional_rensa() is not None:
+        if optional_rensa() is not None:
             rows.append(
                 {
                     "method": "rensa RMinHashLSH + verify",
@@ -485,52 +464,154 @@ def bench_semantic(texts: list[str], thresholds: list[float], encoder: Any) -> d
     }
 
 
-@section("bench_toolformer")
-def bench_toolformer(texts: list[str], encoder: Any) -> dict[str, Any]:
-    """How many items each method removes at thresholds 0.9 and 0.8."""
+@section("templated_mix")
+def templated_mix(
+    n: int, sources: dict[str, list[str]], tool: list[str], rng: random.Random
+) -> list[str]:
+    """The resample: 90% the LSH-timing corpus, 10% templated toolformer records drawn with
+    replacement (so each comes back about as often as templated records repeat in practice),
+    shuffled together."""
+    base = scale_corpus(n - n // 10, sources, rng)
+    texts = base + [tool[rng.randrange(len(tool))] for _ in range(n - len(base))]
+    rng.shuffle(texts)
+    return texts
+
+
+@section("bench_templated_speed")
+def bench_templated_speed(
+    corpora: dict[str, list[str]], sizes: dict[str, list[int]], baseline_sizes: dict[str, set],
+    thresholds: list[float], repeats: int,
+) -> dict[str, Any]:
+    """Whole pipelines side by side on templated corpora, CPU seconds, best of ``repeats``.
+
+    ctxkit: ``dedup(texts, method="minhash", threshold=t)`` (signatures, LSH, verification,
+    clusters). datasketch: ``MinHash.bulk`` + ``MinHashLSH`` insert and query (no
+    verification, no clusters). rensa: ``RMinHash`` + ``RMinHashLSH`` insert and query. A
+    baseline's signatures are computed once per size and counted in each threshold's time.
+    """
     from ctxkit.deduplication.pipeline import dedup
-    from ctxkit.deduplication.semantic import embed
 
-    emb = embed(texts, encoder)
-    rows = [{"method": "exact", "threshold": None, "removed": exact_dedup(texts).n_removed}]
-    for t in (0.9, 0.8):
-        rows.append(
-            {
-                "method": "minhash (char 5-gram Jaccard)",
-                "threshold": t,
-                "removed": minhash_dedup(texts, t).n_removed,
-            }
-        )
-        rows.append(
-            {
-                "method": "semantic (embedding cosine)",
-                "threshold": t,
-                "removed": dedup(texts, "semantic", t, embeddings=emb).n_removed,
-            }
-        )
-        staged = dedup(
-            texts, ["exact", "minhash", "semantic"], t, embeddings=None, encoder=_Cached(texts, emb)
-        )
-        rows.append(
-            {
-                "method": "exact -> minhash -> semantic",
-                "threshold": t,
-                "removed": staged.n_removed,
-                "by_stage": {m: staged.method.count(m) for m in ("exact", "minhash", "semantic")},
-            }
-        )
-    return {"items": len(texts), "rows": rows}
+    dedup(next(iter(corpora.values()))[:300], "minhash")  # warm caches and code paths
+    rows = []
+    for name, texts in corpora.items():
+        for n in sizes[name]:
+            rows += _speed_rows(name, texts[:n], thresholds, n in baseline_sizes[name],
+                                repeats if n <= 10_000 else 1)
+    return {"thresholds": thresholds, "rows": rows}
 
 
-class _Cached:
-    """An encoder that serves precomputed embeddings by text (so staged runs do not re-embed)."""
+def _speed_rows(
+    name: str, texts: list[str], thresholds: list[float], baselines: bool, repeats: int
+) -> list[dict[str, Any]]:
+    from ctxkit.deduplication.pipeline import dedup
 
-    def __init__(self, texts: list[str], emb: np.ndarray):
-        self.index = {t: i for i, t in enumerate(texts)}
-        self.emb = emb
+    n = len(texts)
+    runs = {t: functools.partial(dedup, texts, "minhash", t) for t in thresholds}
+    best = interleaved(runs, repeats)
+    sigs: dict[str, tuple[float, float, Any]] = {}
+    if baselines:
+        sigs["datasketch"] = timed(functools.partial(datasketch_bulk, texts))
+        if optional_rensa() is not None:
+            sigs["rensa"] = timed(functools.partial(rensa_minhashes, texts))
+    lsh = {"datasketch": datasketch_lsh, "rensa": rensa_lsh}
+    rows = []
+    for t in thresholds:
+        mine = best[t]
+        res = dedup(texts, "minhash", t)
+        row = {"corpus": name, "docs": n, "threshold": t,
+               "ctxkit_cpu_s": round(mine["cpu_s"], 3), "ctxkit_wall_s": round(mine["wall_s"], 3),
+               "ctxkit_us_per_doc_cpu": round(1e6 * mine["cpu_s"] / n, 1),
+               "removed": res.n_removed,
+               "largest_cluster": max((len(c) for c in res.clusters), default=0)}
+        for lib, (sw, sc, minhashes) in sigs.items():
+            lw, lc, _ = timed(functools.partial(lsh[lib], minhashes, t))
+            row[f"{lib}_cpu_s"] = round(sc + lc, 3)
+            row[f"{lib}_wall_s"] = round(sw + lw, 3)
+            row[f"speedup_vs_{lib}_cpu"] = round((sc + lc) / mine["cpu_s"], 1)
+        rows.append(row)
+    return rows
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        return self.emb[[self.index[t] for t in texts]]
+
+@section("bench_real_data")
+def bench_real_data(
+    sources: dict[str, list[str]], thresholds: list[float], boundary: list[float]
+) -> dict[str, Any]:
+    """What each threshold removes on the shared instruction datasets, whole records and with
+    template lines stripped, next to datasketch's and text-dedup's defaults, with samples of
+    pairs just above the boundary."""
+    from ctxkit.deduplication.boilerplate import strip_boilerplate
+
+    rows, samples = [], []
+    for name in ("toolformer", "codealpaca", "gsm8k"):
+        texts = sources.get(name)
+        if not texts:
+            continue
+        row: dict[str, Any] = {"dataset": name, "records": len(texts),
+                               "exact": exact_dedup(texts).n_removed,
+                               "datasketch_0.9": datasketch_removed(texts, 0.9),
+                               "textdedup_0.7": textdedup_removed(texts, 0.7)}
+        sig = signatures(texts)
+        stripped = strip_boilerplate(texts)
+        row["boilerplate_lines"] = len(stripped.lines)
+        sig_stripped = signatures(stripped.texts)
+        for t in thresholds:
+            whole = minhash_dedup(texts, t, sig=sig)
+            varying = minhash_dedup(stripped.texts, t, sig=sig_stripped)
+            row[f"whole_{t}"] = whole.n_removed
+            row[f"varying_{t}"] = varying.n_removed
+            row[f"largest_{t}"] = max((len(c) for c in whole.clusters), default=0)
+            if t in boundary:
+                for label, res, work in (("whole", whole, texts),
+                                         ("varying", varying, stripped.texts)):
+                    if label == "varying" and not row["boilerplate_lines"]:
+                        continue
+                    near = [(i, j, sc) for (i, j), sc in zip(res.pairs.tolist(),
+                                                             res.pair_scores.tolist())
+                            if sc < t + 0.03]
+                    random.Random(1).shuffle(near)
+                    for i, j, sc in near[:2]:
+                        samples.append({"dataset": name, "threshold": t, "compared": label,
+                                        "jaccard": round(sc, 3), "a": work[i], "b": work[j]})
+        rows.append(row)
+    return {"thresholds": thresholds, "rows": rows, "samples": samples}
+
+
+@section("bench_linear_recall")
+def bench_linear_recall(texts: list[str], thresholds: list[float]) -> dict[str, Any]:
+    """What the hub stars cost on templated records: removals and co-cluster pairs against
+    verifying every pair of every LSH bucket (``max_bucket`` unbounded, quadratic)."""
+    rows = []
+    for t in thresholds:
+        fw, fc, full = timed(lambda t=t: minhash_dedup(texts, t, max_bucket=10**9))
+        lw, lc, lin = timed(lambda t=t: minhash_dedup(texts, t))
+        rows.append({"threshold": t, "removed_exhaustive": full.n_removed,
+                     "removed_linear": lin.n_removed,
+                     "removal_recall": round(lin.n_removed / max(full.n_removed, 1), 4),
+                     "false_removals": len(set(lin.removed.tolist())
+                                           - set(full.removed.tolist())),
+                     "cocluster_f1": cocluster_f1(full, lin),
+                     "candidates_exhaustive": full.info["candidates"],
+                     "candidates_linear": lin.info["candidates"],
+                     "cpu_s_exhaustive": round(fc, 3), "cpu_s_linear": round(lc, 3)})
+    return {"docs": len(texts), "rows": rows}
+
+
+def cocluster_f1(ref: Any, got: Any) -> float:
+    """F1 of the pairs placed in one cluster, ``got`` against ``ref``."""
+    def labels(r):
+        return np.where(r.duplicate_of >= 0, r.duplicate_of, np.arange(r.n))
+
+    def pairs_in(*labs):
+        key = labs[0].astype(np.int64)
+        for lab in labs[1:]:
+            key = key * (len(lab) + 1) + lab
+        _, counts = np.unique(key, return_counts=True)
+        return int((counts * (counts - 1) // 2).sum())
+
+    a, b = labels(ref), labels(got)
+    both, pa, pb = pairs_in(a, b), pairs_in(a), pairs_in(b)
+    p, r = (both / pb if pb else 1.0), (both / pa if pa else 1.0)
+    return round(2 * p * r / (p + r), 4) if p + r else 0.0
 
 
 # ---------------------------------------------------------------- reports
@@ -545,7 +626,7 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 def markdown(res: dict[str, Any]) -> str:
     """The results as Markdown; ``python -m evals.readme`` adds the command and machine."""
     tp, q, pf = res["throughput"], res["quality"], res["pair_f1"]
-    ls, se, tf = res["lsh_speed"], res["semantic"], res["toolformer"]
+    ls, se = res["lsh_speed"], res["semantic"]
     lines = [f"# Dedup benchmark{' (quick)' if res['quick'] else ''}", ""]
     lines += [
         f"MinHash signatures, raw text to 128 permutations of character 5-grams ({tp['docs']} "
@@ -635,12 +716,80 @@ def markdown(res: dict[str, Any]) -> str:
             for r in se["rows"]
         ],
     )
-    lines += ["", f"gpteacher toolformer ({tf['items']} items), items removed:", ""]
-    lines += _table(
-        ["method", "threshold", "removed"],
-        [[r["method"], r["threshold"] or "-", r["removed"]] for r in tf["rows"]],
-    )
+    lines += _markdown_templated(res["templated_speed"])
+    lines += _markdown_real(res["real_data"], res["linear_recall"])
     return "\n".join(lines) + "\n"
+
+
+def _markdown_templated(ts: dict[str, Any]) -> list[str]:
+    lines = ["", "Whole pipelines on templated records, CPU seconds "
+             "(`dedup(texts, method=\"minhash\")` with signatures, LSH, verification and "
+             "clusters, against datasketch `MinHash.bulk` + `MinHashLSH` insert and query and "
+             "rensa `RMinHash` + `RMinHashLSH` insert and query, which neither verify nor "
+             "cluster). toolformer: the GPTeacher toolformer"
+             " records, every one opening with a tool description; mix: the LSH-timing corpus"
+             " with 10% toolformer records drawn in:", ""]
+    header = ["corpus", "docs", "threshold", "ctxkit CPU s", "us/doc", "removed",
+              "largest cluster", "datasketch CPU s", "ctxkit speedup", "rensa CPU s",
+              "ctxkit speedup vs rensa"]
+    body = []
+    for r in ts["rows"]:
+        body.append([r["corpus"], f"{r['docs']:,}", r["threshold"], f"{r['ctxkit_cpu_s']:.2f}",
+                     f"{r['ctxkit_us_per_doc_cpu']:.0f}", f"{r['removed']:,}",
+                     f"{r['largest_cluster']:,}",
+                     f"{r['datasketch_cpu_s']:.2f}" if "datasketch_cpu_s" in r else "-",
+                     f"{r['speedup_vs_datasketch_cpu']:.1f}x" if "datasketch_cpu_s" in r else "-",
+                     f"{r['rensa_cpu_s']:.2f}" if "rensa_cpu_s" in r else "-",
+                     f"{r['speedup_vs_rensa_cpu']:.1f}x" if "rensa_cpu_s" in r else "-"])
+    return lines + _table(header, body)
+
+
+def _one_line(text: str, head: int = 40, tail: int = 110) -> str:
+    """The text on one line, its middle elided (a shared template opens most records, so the
+    end is where two records differ)."""
+    flat = text.replace("\n", " / ").replace("|", "\\|")
+    return flat if len(flat) <= head + tail + 5 else f"{flat[:head]} ... {flat[-tail:]}"
+
+
+def _markdown_real(rd: dict[str, Any], lr: dict[str, Any]) -> list[str]:
+    ts = rd["thresholds"]
+    if not rd["rows"]:
+        lines = ["", "(The shared instruction datasets are absent: no removals table.)"]
+        return lines + _markdown_recall(lr)
+    lines = ["", "Records each threshold removes on the shared instruction datasets (MinHash, "
+             "character 5-gram Jaccard, whole records / the varying part after stripping "
+             "template lines found in >= 1% of records), next to what exact dedup, datasketch's "
+             "default (`MinHashLSH` threshold 0.9, query then insert, no verification) and "
+             "text-dedup's defaults (0.7, word 5-grams, 256 permutations, a shared LSH bucket is a "
+             "duplicate) remove:", ""]
+    header = ["dataset", "records", "template lines", "exact"] + \
+        [f"t = {t}" for t in ts] + ["datasketch 0.9", "text-dedup 0.7"]
+    body = []
+    for r in rd["rows"]:
+        body.append([r["dataset"], f"{r['records']:,}", r["boilerplate_lines"], r["exact"]]
+                    + [f"{r[f'whole_{t}']:,} / {r[f'varying_{t}']:,}" for t in ts]
+                    + [f"{r['datasketch_0.9']:,}", f"{r['textdedup_0.7']:,}"])
+    lines += _table(header, body)
+    if rd["samples"]:
+        lines += ["", "Pairs just above the threshold (Jaccard in [t, t + 0.03)), i.e. what the "
+                  "threshold starts to remove (newlines shown as ` / `):", ""]
+        lines += _table(["dataset", "t", "compared", "Jaccard", "text A", "text B"], [
+            [s["dataset"], s["threshold"], s["compared"], s["jaccard"], _one_line(s["a"]),
+             _one_line(s["b"])] for s in rd["samples"]])
+    return lines + _markdown_recall(lr)
+
+
+def _markdown_recall(lr: dict[str, Any]) -> list[str]:
+    lines = ["", f"Hub stars vs all pairs of every LSH bucket, toolformer's first {lr['docs']:,} "
+              "records (whole): removals, and F1 of the pairs put in one cluster:", ""]
+    lines += _table(
+        ["threshold", "removed (all bucket pairs)", "removed (hub stars)", "removal recall",
+         "false removals", "co-cluster F1", "candidates (all / stars)", "CPU s (all / stars)"],
+        [[r["threshold"], f"{r['removed_exhaustive']:,}", f"{r['removed_linear']:,}",
+          f"{r['removal_recall']:.3f}", r["false_removals"], f"{r['cocluster_f1']:.3f}",
+          f"{r['candidates_exhaustive']:,} / {r['candidates_linear']:,}",
+          f"{r['cpu_s_exhaustive']:.2f} / {r['cpu_s_linear']:.2f}"] for r in lr["rows"]])
+    return lines
 
 
 def _wrap(label: str, width: int = 22) -> str:
@@ -708,24 +857,22 @@ def plot(res: dict[str, Any], path: Path) -> None:
     ax.legend(fontsize=7, loc="upper center", ncol=2)
 
     ax = axes[1, 1]
-    ls = res["lsh_speed"]
-    names = list(ls["methods"])
-    ax.barh(
-        [_wrap(n) for n in names],
-        [ls["methods"][n]["cpu_s"] for n in names],
-        color=["tab:blue", "tab:cyan", "tab:gray"],
-    )
-    ax.set_xlabel("CPU seconds (lower is better)")
-    ax.set_title(f"LSH candidates + verification, {ls['docs']:,} docs")
-    for y, n in enumerate(names):
-        ax.text(
-            ls["methods"][n]["cpu_s"],
-            y,
-            f" {ls['methods'][n]['cpu_s']:.2f} s",
-            va="center",
-            fontsize=8,
-        )
-    ax.invert_yaxis()
+    ts = res["templated_speed"]
+    for (corpus, t), style in zip(
+        sorted({(r["corpus"], r["threshold"]) for r in ts["rows"]}), ("o-", "s--", "^-", "v--")
+    ):
+        rows = [r for r in ts["rows"] if r["corpus"] == corpus and r["threshold"] == t]
+        ax.plot([r["docs"] for r in rows], [r["ctxkit_us_per_doc_cpu"] for r in rows], style,
+                label=f"ctxkit, {corpus}, t = {t}")
+        base = [r for r in rows if "datasketch_cpu_s" in r]
+        ax.plot([r["docs"] for r in base], [1e6 * r["datasketch_cpu_s"] / r["docs"] for r in base],
+                "x", color=ax.lines[-1].get_color(), label=f"datasketch, {corpus}, t = {t}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("documents")
+    ax.set_ylabel("CPU microseconds per document (log)")
+    ax.set_title("Templated corpora: time per document as the corpus grows")
+    ax.legend(fontsize=7, loc="center right")
     fig.suptitle("ctxkit dedup vs datasketch and rensa" + (" (quick run)" if res["quick"] else ""))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -755,7 +902,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "originals": 300 if quick else 6000,
         "lsh": args.lsh_docs or (3000 if quick else 200_000),
         "semantic": 300 if quick else args.semantic_docs,
-        "toolformer": 300 if quick else None,
+        # templated speed: toolformer prefixes (the last is the whole set), resample sizes
+        "toolformer": [200, 400] if quick else [2000, 4000, None],
+        "mix": [1000, 2000] if quick else [25_000, 50_000, 100_000, 200_000],
+        "mix_baselines": [2000] if quick else [50_000, 200_000],
+        "real": 500 if quick else None,
+        "linear": 300 if quick else 2000,
     }
     res: dict[str, Any] = {
         "quick": quick,
@@ -785,7 +937,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     res["pair_f1"] = bench_pair_f1(texts, [0.5, 0.7, 0.8])
     checkpoint()
     res["lsh_speed"] = bench_lsh_speed(
-        scale_corpus(sizes["lsh"], sources, rng), 0.5, repeats=1 if quick else 2
+        scale_corpus(sizes["lsh"], sources, rng), DEFAULT_THRESHOLD, repeats=1 if quick else 2
     )
     checkpoint()
     if quick:
@@ -797,10 +949,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         res["encoder"] = "all-MiniLM-L6-v2 (ctxkit PackedEncoder, CPU)"
     res["semantic"] = bench_semantic(texts[: sizes["semantic"]], [0.9, 0.8], encoder)
     checkpoint()
-    tool = sources.get("toolformer") or synthetic_texts(2000, rng)
-    res["toolformer"] = bench_toolformer(
-        tool[: sizes["toolformer"]] if sizes["toolformer"] else tool, encoder
-    )
+    tool = sources.get("toolformer") or synthetic_templated(2000, rng)
+    mix = templated_mix(sizes["mix"][-1], sources, tool, rng)
+    whole = len(tool) if not quick else sizes["toolformer"][-1]
+    res["templated_speed"] = bench_templated_speed(
+        {"toolformer": tool[:whole], "mix": mix},
+        {"toolformer": sizes["toolformer"][:-1] + [whole], "mix": sizes["mix"]},
+        {"toolformer": {*sizes["toolformer"][:-1], whole}, "mix": set(sizes["mix_baselines"])},
+        [DEFAULT_THRESHOLD, 0.8], repeats=1 if quick else 2)
+    checkpoint()
+    real = {k: v[: sizes["real"]] for k, v in sources.items()} if sizes["real"] else sources
+    res["real_data"] = bench_real_data(real, [0.5, 0.6, 0.7, 0.8, 0.9], [0.5, DEFAULT_THRESHOLD])
+    checkpoint()
+    res["linear_recall"] = bench_linear_recall(tool[: sizes["linear"]], [0.5, 0.7, 0.8])
     res["total_seconds"] = round(time.perf_counter() - t0, 1)
     res["section_seconds"] = {k: round(v, 1) for k, v in SECTION_SECONDS.items()}
     write_json(args.out / "dedup.json", res)

@@ -20,6 +20,7 @@ __all__ = [
     "exact_jaccard_join",
     "inject_near_duplicates",
     "load_sources",
+    "synthetic_templated",
     "synthetic_texts",
 ]
 
@@ -94,6 +95,23 @@ def synthetic_texts(n: int, rng: random.Random, words: list[str] | None = None) 
     """Random texts of 20-150 words drawn from ``words`` (a small default vocabulary)."""
     words = words or [f"{w}{i}" for i in range(60) for w in _VOCAB[:10]] + _VOCAB
     return [" ".join(rng.choices(words, k=rng.randint(20, 150))) for _ in range(n)]
+
+
+def synthetic_templated(n: int, rng: random.Random) -> list[str]:
+    """Tool-use records when the shared toolformer set is absent: one of four multi-line tool
+    descriptions, then a short request of random words, and a call."""
+    tools = [
+        (name, f"toolformer: enabled\ntoolformer access: {name}\n"
+               + " ".join(rng.choices(_VOCAB, k=30)) + f"\n{name}(query)\n")
+        for name in ("search", "weather", "python", "wikipedia")
+    ]
+    words = [f"{w}{i}" for i in range(40) for w in _VOCAB[:10]]
+    out = []
+    for _ in range(n):
+        name, head = rng.choice(tools)
+        ask = " ".join(rng.choices(words, k=rng.randint(6, 14)))
+        out.append(f"{head}{ask}\n\nHere it is: {name}('{ask[:24]}')")
+    return out
 
 
 _PUNCT = list(".,;:!?-")

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ctxkit.cli import main
-from ctxkit.demo import demo_records, run_demo
+from ctxkit.demo import demo_records, pack_stage
 from ctxkit.io.records import format_alpaca_prompt
 from ctxkit.io.tokenizers import get_tokenizer
 
@@ -176,7 +176,8 @@ def test_pack_errors(tmp_path, capsys):
 
 def test_demo_command(capsys, tmp_path):
     data = tmp_path / "demo.jsonl"
-    assert main(["demo", "--n", "300", "--capacity", "512", "--write-data", str(data)]) == 0
+    assert main(["demo", "--n", "300", "--capacity", "512", "--embed-texts", "0",
+                 "--write-data", str(data)]) == 0
     text = _text(capsys)
     for word in ("padding, 1 per row", "greedy", "blocks of 1,000 (TRL)", "bfd", "optimal",
                  "lower bound", "utilization",
@@ -193,8 +194,8 @@ def test_demo_data_is_deterministic_and_varied():
     assert len(kinds) >= 8
     lengths = np.array([TOK.count(r["instruction"] + r["input"] + r["output"]) for r in a])
     assert lengths.min() < 40 and lengths.max() > 400  # short answers and a long tail
-    res = run_demo(400, capacity=1024, seed=7)
-    by = {row.method: row for row in res.rows}
+    res = pack_stage(a, capacity=1024, seed=7)
+    by = {row.method: row for row in res.strategies}
     assert by["bfd"].windows <= by["greedy"].windows < by["padding, 1 per row"].windows
     assert by["optimal"].windows <= by["bfd"].windows <= by["bfd, blocks of 1,000 (TRL)"].windows
     assert res.batch.n_windows == by["bfd"].windows >= res.batch.lower_bound
@@ -202,7 +203,7 @@ def test_demo_data_is_deterministic_and_varied():
     with_eos = res.total_tokens + 400
     assert res.batch.total_tokens + res.batch.tokens_truncated == with_eos
     assert (res.batch.truncated.size > 0) == (res.max_length + 1 > 1024)
-    assert run_demo(400, capacity=2048, seed=7).batch.truncated.size == 0
+    assert pack_stage(a, capacity=2048, seed=7).batch.truncated.size == 0
 
 
 def test_pack_parquet_input_messages_template_numeric_separator(tmp_path, capsys):

@@ -141,3 +141,51 @@ def test_usage_errors(tmp_path, capsys):
     assert run("dedup", src, "-o", tmp_path / "out.csv") == 2
     err = capsys.readouterr().err
     assert "not found" in err and "fuzzy" in err and "--threshold" in err and ".csv" in err
+
+
+def _templated_rows(n=60):
+    """Tool-use records: every one starts with the same tool description (a template) and
+    asks something of its own; the last three repeat earlier requests word for word."""
+    import random
+
+    rng = random.Random(1)
+    tool = ("toolformer: enabled\ntoolformer access: weather\nUseful for when you want to get "
+            "weather information from the OpenMeteo API. The input should be a question.\n"
+            "weather(querywithlocation)\n")
+    words = [f"{a}{b}" for a in "bcdfghklmnprstvz" for b in ("ash", "ine", "oro", "ult")]
+    asks = [" ".join(rng.sample(words, 8)) for _ in range(n - 3)]
+    asks += asks[:3]
+    return [{"id": f"r{i}", "text": tool + ask} for i, ask in enumerate(asks)]
+
+
+def test_templated_records_warn_and_boilerplate_stripping_keeps_them(tmp_path, capsys):
+    src = write_input(tmp_path / "in.jsonl", rows=_templated_rows())
+    out, rep = tmp_path / "out.jsonl", tmp_path / "dups.json"
+    base = ("dedup", src, "-o", out, "--method", "minhash", "--id-field", "id", "--report", rep,
+            "--no-progress", "--threshold", "0.6")
+    assert run(*base) == 0
+    whole = json.loads(rep.read_text())
+    assert whole["removed"] > 40  # the shared template makes every record "a duplicate"
+    assert whole["warnings"] and "template" in whole["warnings"][0]
+    assert "warning:" in capsys.readouterr().out
+    assert run(*base, "--strip-boilerplate", "0.5") == 0
+    stripped = json.loads(rep.read_text())
+    assert stripped["removed"] == 3 and stripped["warnings"] == []  # only the true repeats
+    assert {d["id"] for d in stripped["duplicates"]} == {"r57", "r58", "r59"}
+    assert stripped["stages"]["minhash"]["boilerplate"]["lines"] == 4
+    assert len(read_jsonl(out)) == 57
+    assert run(*base, "--strip-boilerplate", "0.5", "--ray", "local") == 2
+    assert "does not run with --ray" in " ".join(capsys.readouterr().err.split())
+
+
+def test_threshold_without_a_stage_that_uses_it_is_an_error(tmp_path, capsys):
+    src = write_input(tmp_path / "in.jsonl")
+    assert run("dedup", src, "-o", tmp_path / "o.jsonl", "--method", "exact,minhash",
+               "--threshold", "1.5", "--no-progress") == 2
+    assert "between 0 and 1" in capsys.readouterr().err
+    assert run("dedup", src, "-o", tmp_path / "o.jsonl", "--method", "exact",
+               "--threshold", "0.9", "--no-progress") == 2
+    assert "takes no threshold" in capsys.readouterr().err
+    assert run("dedup", src, "-o", tmp_path / "o.jsonl", "--method", "minhash",
+               "--threshold", "0.8", "--strip-boilerplate", "2", "--no-progress") == 2
+    assert "boilerplate" in capsys.readouterr().err

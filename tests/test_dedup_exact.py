@@ -161,6 +161,17 @@ def test_dispatch_errors():
         dedup(["a"], "exact,exact")
     with pytest.raises(ValueError, match="unknown method"):
         dedup(["a"], "minhash", threshold={"fuzzy": 0.3})
+    # a threshold no stage uses, or out of range, is an error, not silently ignored
+    with pytest.raises(ValueError, match="takes no threshold"):
+        dedup(["a"], "exact", threshold=0.8)
+    with pytest.raises(ValueError, match="between 0 and 1, got 1.5"):
+        dedup(["a"], "exact", threshold=1.5)
+    with pytest.raises(ValueError, match="without a threshold"):
+        dedup(["a"], "exact,minhash", threshold={"exact": 0.5})
+    with pytest.raises(ValueError, match=r"threshold for semantic must be a similarity"):
+        dedup(["a"], "semantic", threshold={"semantic": 2})
+    with pytest.raises(ValueError, match=r"between 0 and 1, got 0 \(0 would make everything"):
+        dedup(["a"], "exact,minhash", threshold=0)
     assert dedup(
         ["a b c d e f", "a b c d e f g"], "minhash", threshold={"minhash": 0.6}
     ).keep.tolist() == [0]

@@ -152,6 +152,26 @@ def test_pair_jaccard_is_exact():
         assert pair_jaccard(keys, set_offsets, pairs, chunk=chunk).tolist() == pytest.approx(want)
 
 
+@pytest.mark.parametrize("bitmap_bytes", [0, 2 * 8 * 82, 64 << 20])
+def test_exact_scorer_with_frequent_shingle_bitmaps_is_exact(monkeypatch, bitmap_bytes):
+    """Templated records: most shingles are a shared template's, kept as bitmap bits; the
+    rest are looked up. Any split (none, a few words, the full 64) gives the exact Jaccard."""
+    from ctxkit.deduplication.minhash import _ExactJaccard
+
+    monkeypatch.setattr(_ExactJaccard, "bitmap_bytes", bitmap_bytes)
+    rng = random.Random(9)
+    template = "toolformer: enabled\nA wrapper around Wikipedia. Useful for general facts.\n"
+    words = ["alpha", "beta", "gamma", "delta", "tokyo", "paris", "42", "ok"]
+    texts = [template * rng.randint(0, 2) + " ".join(rng.choices(words, k=rng.randint(0, 12)))
+             for _ in range(80)] + ["", "abc"]
+    ids = np.arange(len(texts))
+    scorer = _ExactJaccard(texts, ids, ngram=5, unit="char", normalization=None,
+                           hashfunc="fast", scheme="affine32")
+    pairs = np.array([(i, j) for i in range(len(texts)) for j in range(i, len(texts))])
+    want = [exact_jaccard(texts[i], texts[j]) for i, j in pairs]
+    assert scorer(pairs, chunk=7).tolist() == pytest.approx(want)
+
+
 def test_verify_pairs_exact_from_a_mapping_of_texts():
     texts = ["abcdefghij", "abcdefghik", "zzzzzzzzzz", "abcdefgxyz"]
     sig = signatures(texts, num_perm=64)
@@ -174,7 +194,7 @@ def test_exact_jaccard_reference():
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=30),
-    st.integers(1, 6),
+    st.integers(2, 6),
 )
 def test_candidate_pairs_match_brute_force(rows, max_bucket):
     keys = np.array(rows, dtype=np.uint64)
@@ -182,12 +202,47 @@ def test_candidate_pairs_match_brute_force(rows, max_bucket):
     n = len(keys)
     want = {(i, j) for i in range(n) for j in range(i + 1, n) if (keys[i] == keys[j]).any()}
     assert got == want
-    # With small buckets (star + chain) the pairs change but the components do not.
+    # Above max_bucket a bucket is a star: the pairs change but the components do not.
     capped = candidate_pairs(keys, max_bucket=max_bucket)
     assert np.array_equal(
         connected_components(n, capped),
         connected_components(n, np.array(sorted(want)).reshape(-1, 2)),
     )
+
+
+def test_large_buckets_are_stars_and_candidates_stay_linear():
+    """A template shared by every text puts them all in one bucket in every band: the
+    candidates must be a star per band (n - 1 pairs each), not n**2 / 2."""
+    n, bands = 3000, 8
+    keys = np.repeat(np.arange(bands, dtype=np.uint64)[None, :], n, axis=0)
+    cand = candidate_pairs(keys, max_bucket=32)
+    assert n - 1 <= len(cand) <= bands * (n - 1)
+    # each band has one hub (a member of every pair it yields), drawn afresh per band
+    for band in range(bands):
+        star = candidate_pairs(keys[:, [band]], first_band=band)
+        hub = np.bincount(star.ravel(), minlength=n).argmax()
+        assert len(star) == n - 1 and (star == hub).any(axis=1).all()
+    hubs = {int(np.bincount(candidate_pairs(keys[:, [b]], first_band=b).ravel()).argmax())
+            for b in range(bands)}
+    assert len(hubs) > 1
+    # small buckets still give all their pairs
+    small = np.repeat(np.arange(100, dtype=np.uint64), 4)[:, None]
+    assert len(candidate_pairs(small, max_bucket=4)) == 100 * 6
+
+
+def test_candidate_pairs_per_band_with_ids_equal_the_whole_call():
+    """What the distributed stage does: one band's rows, named by global ids."""
+    rng = np.random.default_rng(0)
+    keys = rng.integers(0, 5, (400, 3)).astype(np.uint64)
+    whole = {tuple(p) for p in candidate_pairs(keys, max_bucket=8).tolist()}
+    ids = np.arange(400)
+    parts = set()
+    for band in range(3):
+        shuffled = rng.permutation(400)
+        got = candidate_pairs(keys[shuffled, band][:, None], max_bucket=8, ids=ids[shuffled],
+                              first_band=band)
+        parts |= {tuple(p) for p in got.tolist()}
+    assert parts == whole
 
 
 def test_choose_bands_targets_recall():

@@ -136,6 +136,30 @@ def test_minhash_dedup_equals_single_machine(ray_session, threshold, keep):
     assert len(kept) + len(report) == len(texts)  # no row lost
 
 
+def test_minhash_dedup_templated_records_equal_single_machine(ray_session, monkeypatch):
+    """Records sharing a tool-description template fill LSH buckets far beyond max_bucket:
+    the hub stars and the verification rounds must come out as on one machine."""
+    pytest.importorskip("ctxkit.deduplication.minhash")
+    import ctxkit.deduplication.linking as linking
+    from ctxkit.deduplication.pipeline import dedup
+
+    monkeypatch.setattr(linking, "FIRST_ROUND", 8)  # several rounds on a small corpus
+    rng = np.random.default_rng(5)
+    template = ("toolformer: enabled\ntoolformer access: weather\nUseful for when you want "
+                "to get weather information from the OpenMeteo API.\nweather(query)\n")
+    cities = ["Paris", "Tokyo", "Lima", "Oslo", "Cairo", "Quito", "Perth", "Dakar"]
+    texts = [template + f"Give the weather in {rng.choice(cities)} on day {int(d)}"
+             for d in rng.integers(0, 12, 150)]
+    ds = ray.data.from_items([{"text": t} for t in texts], override_num_blocks=4)
+    out = minhash_dedup(ds, threshold=0.8, max_bucket=4, num_partitions=3)
+    ref = dedup(texts, method="minhash", threshold=0.8, max_bucket=4)
+    assert ref.info["minhash"]["candidates"] < len(texts) * ref.info["minhash"]["bands"] * 2
+    np.testing.assert_array_equal(out.result.duplicate_of, ref.duplicate_of)
+    np.testing.assert_array_equal(out.result.pairs, ref.pairs)
+    np.testing.assert_allclose(out.result.pair_scores, ref.pair_scores)
+    assert out.info["candidates"] == ref.info["minhash"]["candidates"]
+
+
 def test_minhash_dedup_scores_and_row_ids(ray_session):
     pytest.importorskip("ctxkit.deduplication.minhash")
     from ctxkit.deduplication.pipeline import dedup
@@ -179,6 +203,12 @@ def test_minhash_dedup_errors(ray_session):
         minhash_dedup(ds, column="body")
     with pytest.raises(ValueError, match="threshold"):
         minhash_dedup(ds, threshold=1.5)
+    with pytest.raises(ValueError, match="num_perm"):
+        minhash_dedup(ds, num_perm=0)
+    with pytest.raises(TypeError, match="unknown MinHash option"):
+        minhash_dedup(ds, num_perms=64)
+    with pytest.raises(ValueError, match="boilerplate"):
+        minhash_dedup(ds, boilerplate=0.01)
     empty = minhash_dedup(ray.data.from_items([{"text": "x"}]).filter(lambda r: False))
     assert empty.result.n == 0 and empty.report.count() == 0
 

@@ -109,3 +109,39 @@ def test_atomic_write_gives_normal_permissions(tmp_path):
     with atomic_write(target) as fh:
         fh.write("[]")
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
+
+
+def test_write_records_by_suffix_never_drops_a_field(tmp_path):
+    from ctxkit.errors import InputError
+    from ctxkit.io.outputs import write_records
+
+    rows = [{"a": 1}, {"b": "x"}, {"a": 3}]
+    write_records(tmp_path / "r.jsonl", rows, batch_size=2)
+    assert [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()] == rows
+    write_records(tmp_path / "r.json", rows, batch_size=2)
+    assert json.loads((tmp_path / "r.json").read_text()) == rows
+    write_records(tmp_path / "r.parquet", rows, batch_size=2)  # one set of columns: nulls
+    assert pq_rows(tmp_path / "r.parquet") == [{"a": 1, "b": None}, {"a": None, "b": "x"},
+                                               {"a": 3, "b": None}]
+    # a field first seen after the schema was fixed, or a type that changes: an error, no file
+    late = tmp_path / "late.parquet"
+    with pytest.raises(InputError, match=r"record 2 has field\(s\) \['c'\]"):
+        write_records(late, [{"a": 1}, {"a": 2}, {"a": 3, "c": 1}], batch_size=2)
+    with pytest.raises(InputError, match="write .jsonl instead"):
+        write_records(late, [{"a": 1}, {"a": "x"}], batch_size=1)
+    assert not late.exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+def pq_rows(path):
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
+
+
+def test_utf8_bom_is_ignored(tmp_path):
+    bom = b"\xef\xbb\xbf"
+    (tmp_path / "a.jsonl").write_bytes(bom + b'{"text": "a"}\n{"text": "b"}\n')
+    (tmp_path / "a.json").write_bytes(bom + b'[{"text": "a"},\n {"text": "b"}]')
+    (tmp_path / "b.json").write_bytes(bom + b'{"text": "a"}\n{"text": "b"}\n')
+    for name in ("a.jsonl", "a.json", "b.json"):
+        assert [r.text for r in read_records(tmp_path / name)] == ["a", "b"], name

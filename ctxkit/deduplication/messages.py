@@ -11,7 +11,7 @@ Example:
     ...         {"role": "user", "content": "How do I reverse a list in Python?"},
     ...         {"role": "assistant", "content": "Use reversed(xs) or xs[::-1]."},
     ...         {"role": "user", "content": "thanks!"},
-    ...         {"role": "user", "content": "how do i reverse a Python list??"},
+    ...         {"role": "user", "content": "how do i reverse a list in Python, please??"},
     ...         {"role": "user", "content": "Thank you so much."}]
     >>> out = dedup_messages(msgs)
     >>> out.kept
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ctxkit.deduplication.normalize import Normalization
-from ctxkit.deduplication.pipeline import _methods, dedup
+from ctxkit.deduplication.pipeline import dedup, parse_methods
 from ctxkit.io.messages import parse_messages
 
 __all__ = ["MessageDedup", "dedup_messages", "is_acknowledgement"]
@@ -94,7 +94,7 @@ def dedup_messages(
         messages: ``{"role", "content", ...}`` dicts (OpenAI style), in order.
         method: dedup stages, as for :func:`ctxkit.dedup.dedup` (add ``"semantic"`` to
             catch paraphrased questions; it loads the embedding model).
-        threshold: as for ``dedup`` (MinHash Jaccard default 0.5, semantic cosine 0.9).
+        threshold: as for ``dedup`` (MinHash Jaccard default 0.7, semantic cosine 0.9).
         keep: ``"latest"`` keeps the last turn of each group, ``"first"`` the first.
         roles: roles whose turns may be removed; system/developer prompts, tool results
             and messages carrying tool calls are never removed whatever this says.
@@ -112,7 +112,7 @@ def dedup_messages(
         raise ValueError(f"keep must be 'latest' or 'first', got {keep!r}")
     removable = [r for r in roles if r not in PROTECTED_ROLES]
     norm_keys = {"normalization", "nfkc", "case", "whitespace", "punctuation"}
-    if not norm_keys & set(options) and set(_methods(method)) & {"exact", "minhash"}:
+    if not norm_keys & set(options) and set(parse_methods(method)) & {"exact", "minhash"}:
         options["normalization"] = Normalization(punctuation=True)
     parsed = parse_messages(messages)  # OpenAI or ShareGPT turns, checked up front
     duplicate_of = np.full(len(messages), -1, dtype=np.int64)

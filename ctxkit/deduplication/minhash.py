@@ -3,8 +3,10 @@
 MinHash (Broder, "On the resemblance and containment of documents", 1997) estimates the
 Jaccard similarity of two shingle sets as the fraction of equal signature entries. LSH
 banding (Indyk & Motwani 1998; Leskovec, Rajaraman & Ullman, *Mining of Massive Datasets*,
-ch. 3) proposes candidate pairs; every candidate is then verified by its estimated Jaccard
-and clusters are the connected components of the verified pairs.
+ch. 3) proposes candidate pairs (all pairs of a small bucket, a star around one hub in a
+large one, so the work stays linear on templated corpora); candidates are verified by their
+estimated or exact Jaccard and clusters are the connected components of the verified pairs.
+Design notes and measurements: ``docs/dedup.md``.
 
 Permutations follow datasketch 2.x exactly (scheme ``"affine32"``, its default, or
 ``"affine64"``): each shingle hash ``h`` is pre-mixed with the MurmurHash3 finalizer and
@@ -24,8 +26,10 @@ default SHA1 hash over raw character shingles), hash the same way and wrap the r
 The building blocks are plain functions on numpy arrays, so they run unchanged inside a
 Ray ``map_batches`` (and give identical results for the same seed):
 :func:`signatures` -> :func:`band_keys` -> :func:`candidate_pairs` -> :func:`verify_pairs`
-(or :func:`verify_pairs_exact`) -> :func:`ctxkit.deduplication.unionfind.connected_components`
--> :func:`ctxkit.deduplication.unionfind.representatives`.
+(or :func:`verify_pairs_exact`, or the rounds of
+:func:`ctxkit.deduplication.linking.link_pairs`) ->
+:func:`ctxkit.deduplication.unionfind.connected_components` ->
+:func:`ctxkit.deduplication.unionfind.representatives`.
 
 Example:
     >>> texts = ["The quick brown fox jumps over the lazy dog.",
@@ -47,7 +51,14 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit.deduplication.linking import link_pairs
 from ctxkit.deduplication.normalize import Normalization, codepoints_to_texts, normalized_codepoints
+from ctxkit.deduplication.options import (
+    DEFAULT_MAX_BUCKET,
+    DEFAULT_THRESHOLD,
+    HASHFUNCS,
+    MinHashOptions,
+)
 from ctxkit.deduplication.result import DedupResult, result_from_representatives
 from ctxkit.deduplication.shingle import (
     _P_CHAR,
@@ -62,6 +73,8 @@ from ctxkit.deduplication.shingle import (
 from ctxkit.deduplication.unionfind import connected_components, keep_priority, representatives
 
 __all__ = [
+    "DEFAULT_MAX_BUCKET",
+    "DEFAULT_THRESHOLD",
     "SCHEMES",
     "band_keys",
     "candidate_pairs",
@@ -84,8 +97,6 @@ __all__ = [
 ]
 
 SCHEMES = {"affine32": (np.uint32, 32), "affine64": (np.uint64, 64)}
-HASHFUNCS = ("fast", "sha1")
-DEFAULT_THRESHOLD = 0.5  # with character 5-grams: best F1 on the injected-edit benchmark
 _FMIX32 = (
     np.uint32(16),
     np.uint32(0x85EBCA6B),
@@ -359,17 +370,39 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return fmix64(key)
 
 
+def _bucket_members(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Positions into ``order`` of every member of the buckets ``[start, start + size)``."""
+    first = np.cumsum(sizes) - sizes
+    return np.repeat(starts, sizes) + (np.arange(sizes.sum()) - np.repeat(first, sizes))
+
+
+def _hub_priority(ids: np.ndarray, band: int) -> np.ndarray:
+    """A pseudo-random, reproducible priority of each text in one band (its hub draw)."""
+    with np.errstate(over="ignore"):
+        mixed = (ids.astype(np.uint64) + np.uint64(band) * _BAND_P) * np.uint64(0x9E3779B97F4A7C15)
+    return fmix64(mixed)
+
+
 def _group_codes(
-    order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, max_bucket: int
+    order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, max_bucket: int, band: int
 ) -> np.ndarray:
-    """Pairs inside each bucket (members ``order[start:start+size]``) as codes ``lo << 32 | hi``
-    (shifts, unlike ``lo * n + hi``, decode without a division)."""
+    """Candidate pairs of each bucket (members ``order[start:start+size]``, global ids) as codes
+    ``lo << 32 | hi`` (shifts, unlike ``lo * n + hi``, decode without a division).
+
+    A bucket of at most ``max_bucket`` members yields all its pairs. A larger one (a shared
+    template, boilerplate) yields only a star: every member paired with the bucket's *hub*,
+    the member with the smallest :func:`_hub_priority` in this band. So no text gets more than
+    ``(max_bucket - 1) / 2`` pairs per band on average and candidates grow linearly with the
+    corpus; union-find over the verified edges closes the clusters. The hub is drawn afresh
+    per band, so a text that fails against one hub meets others in its other bands (see
+    ``docs/dedup.md`` for what this costs in recall).
+    """
     out = []
     small = sizes <= max_bucket
     if small.any():
         st, sz = starts[small], sizes[small]
         # Each member pairs with every member after it in its bucket.
-        pos = np.repeat(st, sz) + (np.arange(sz.sum()) - np.repeat(np.cumsum(sz) - sz, sz))
+        pos = _bucket_members(order, st, sz)
         after = np.repeat(st + sz, sz) - pos - 1
         left = np.repeat(pos, after)
         base = np.cumsum(after) - after
@@ -377,25 +410,37 @@ def _group_codes(
         a, b = order[left], order[right]
         out.append((np.minimum(a, b) << 32) | np.maximum(a, b))
     if (~small).any():
-        # Huge buckets (boilerplate) would give size**2 pairs: link each member to the first
-        # and to its predecessor instead, enough for the clusters when the edges verify.
-        for st, sz in zip(starts[~small], sizes[~small]):
-            members = np.sort(order[st : st + sz])
-            out.append((members[0] << 32) | members[1:])
-            out.append((members[:-1] << 32) | members[1:])
+        st, sz = starts[~small], sizes[~small]
+        members = order[_bucket_members(order, st, sz)]
+        bucket = np.repeat(np.arange(len(st)), sz)
+        first = np.cumsum(sz) - sz
+        hub = members[np.lexsort((members, _hub_priority(members, band), bucket))[first]]
+        hub = np.repeat(hub, sz)
+        spoke = members != hub
+        a, b = members[spoke], hub[spoke]
+        out.append((np.minimum(a, b) << 32) | np.maximum(a, b))
     if not out:
         return np.empty(0, dtype=np.int64)
     return np.concatenate(out)
 
 
 def candidate_pairs(
-    keys: np.ndarray, skip: np.ndarray | None = None, max_bucket: int = 1000
+    keys: np.ndarray,
+    skip: np.ndarray | None = None,
+    max_bucket: int = DEFAULT_MAX_BUCKET,
+    *,
+    ids: np.ndarray | None = None,
+    first_band: int = 0,
 ) -> np.ndarray:
     """Candidate pairs ``(i, j)``, ``i < j``, sharing a bucket in any band; sorted, unique.
 
     ``keys`` is ``[n, bands]`` from :func:`band_keys`; rows where ``skip`` is True (e.g.
-    :func:`empty_rows`) never become candidates. Buckets larger than ``max_bucket`` emit a
-    star plus a chain instead of all their pairs (see :func:`_group_codes`).
+    :func:`empty_rows`) never become candidates. Buckets of more than ``max_bucket``
+    members yield a star around a hub instead of all their pairs (see :func:`_group_codes`),
+    which keeps the candidates linear in ``n`` however large the buckets grow. ``ids`` names
+    the rows (default ``0..n-1``; the pairs are given in ids, which must be below 2**32) and
+    ``first_band`` the band of column 0: a caller that holds one band's buckets, like the
+    distributed stage, passes both to get exactly the single-machine pairs.
 
     Example:
         >>> keys = np.array([[1, 5], [1, 6], [2, 6], [3, 7]], dtype=np.uint64)
@@ -404,15 +449,23 @@ def candidate_pairs(
     """
     keys = np.asarray(keys)
     n = len(keys)
-    if n >= 1 << 31:
-        raise ValueError("candidate_pairs handles fewer than 2**31 texts per call")
-    ids = np.arange(n, dtype=np.int64)
+    if max_bucket < 2:
+        raise ValueError(f"max_bucket must be at least 2, got {max_bucket!r}")
+    if ids is None:
+        ids = np.arange(n, dtype=np.int64)
+    else:
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(ids) != n:
+            raise ValueError("ids must name every row of keys")
+    if n and (ids.min() < 0 or ids.max() >= 1 << 32):
+        raise ValueError("candidate_pairs handles row ids in [0, 2**32)")
     if skip is not None:
         ids = ids[~np.asarray(skip, dtype=bool)]
-    by_band = np.ascontiguousarray(keys[ids].T) if keys.ndim == 2 else keys[:0]
+        keys = keys[~np.asarray(skip, dtype=bool)]
+    by_band = np.ascontiguousarray(keys.T) if keys.ndim == 2 else keys[:0]
     codes = []
-    for col in by_band:
-        order = np.argsort(col)  # bucket order is irrelevant: every pair is emitted
+    for band, col in enumerate(by_band, start=first_band):
+        order = np.argsort(col)  # bucket order is irrelevant: pairs and hubs depend on ids only
         sorted_keys = col[order]
         boundary = np.ones(len(col) + 1, dtype=bool)
         boundary[1:-1] = sorted_keys[1:] != sorted_keys[:-1]
@@ -421,7 +474,7 @@ def candidate_pairs(
         multi = sizes > 1
         if not multi.any():
             continue
-        codes.append(_group_codes(ids[order], starts[multi], sizes[multi], max_bucket))
+        codes.append(_group_codes(ids[order], starts[multi], sizes[multi], max_bucket, band))
     if not codes:
         return np.empty((0, 2), dtype=np.int64)
     code = _unique(np.concatenate(codes))
@@ -554,11 +607,28 @@ def pair_jaccard(
     """
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     sizes = np.diff(set_offsets)
+    inter = _intersections(keys, set_offsets, pairs, chunk)
+    return _jaccard(inter, sizes[pairs[:, 0]] + sizes[pairs[:, 1]])
+
+
+def _jaccard(inter: np.ndarray, size_sum: np.ndarray) -> np.ndarray:
+    union = size_sum - inter
+    return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+
+
+def _intersections(
+    keys: np.ndarray, set_offsets: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 22
+) -> np.ndarray:
+    """``|A & B|`` for each pair of :func:`shingle_sets` sets: the smaller set of each pair is
+    looked up in the larger one, in chunks of about ``chunk`` lookups."""
+    sizes = np.diff(set_offsets)
     a, b = pairs[:, 0], pairs[:, 1]
     swap = sizes[a] > sizes[b]
     small, large = np.where(swap, b, a), np.where(swap, a, b)
     inter = np.zeros(len(pairs), dtype=np.int64)
     counts = sizes[small]
+    if len(keys) == 0:
+        return inter
     # Chunks of pairs whose query elements total about `chunk`.
     bounds = np.searchsorted(
         np.cumsum(counts), np.arange(chunk, counts.sum() + chunk, chunk), side="right"
@@ -578,8 +648,7 @@ def pair_jaccard(
         hit = keys[np.minimum(found, len(keys) - 1)] == query
         inter[lo:hi] = np.bincount(pid[hit] - lo, minlength=hi - lo)
         lo = hi
-    union = sizes[a] + sizes[b] - inter
-    return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+    return inter
 
 
 def verify_margin(threshold: float, num_perm: int, sigmas: float = 4.5) -> float:
@@ -612,25 +681,138 @@ def exact_pair_jaccard(
 
 
 class _ExactJaccard:
-    """Exact pair Jaccard over a fixed set of texts, each hashed once however many calls ask."""
+    """Exact pair Jaccard over a fixed set of texts, each hashed once however many calls ask.
 
-    def __init__(self, texts: Sequence[str] | dict[int, str], ids: np.ndarray, **options: Any):
-        """``options`` are :func:`hash_values`' shingling options."""
+    Shingles shared by many of the texts (a template's, or a language's commonest 5-grams)
+    are kept as one bit each in a small per-text bitmap, so their part of an intersection is
+    an AND and a popcount over a few machine words; only the rarer shingles are looked up
+    one by one. On templated records that is most of every set (``docs/dedup.md``).
+    """
+
+    bitmap_bytes = 64 << 20  # memory for the frequent-shingle bitmaps, all texts together
+
+    def __init__(
+        self, texts: Sequence[str] | dict[int, str], ids: np.ndarray,
+        hashed: tuple[np.ndarray, np.ndarray] | None = None, **options: Any,
+    ):
+        """``options`` are :func:`hash_values`' shingling options; ``hashed`` is that
+        function's output for all of ``texts`` when the caller already has it."""
         self.ids = _unique(np.asarray(ids, dtype=np.int64))
-        values, offsets = hash_values([texts[int(i)] for i in self.ids], **options)
-        self.sets = shingle_sets(values, offsets)
+        if hashed is None:
+            values, offsets = hash_values([texts[int(i)] for i in self.ids], **options)
+        elif len(self.ids) == len(hashed[1]) - 1:  # every text: no copy needed
+            values, offsets = hashed
+        else:
+            values, offsets = _select_runs(*hashed, self.ids)
+        if values.dtype == np.uint64:  # sets are compared on 32-bit values, as shingle_sets does
+            values = (values >> np.uint64(32)).astype(np.uint32)
+        n = len(self.ids)
+        doc = np.repeat(np.arange(n, dtype=np.uint64), np.diff(offsets))
+        words = min(64, self.bitmap_bytes // (8 * max(n, 1)))
+        # the frequent shingles of a spread-out sample of texts stand for the whole: a
+        # template's shingles are in every sample, and any choice keeps the result exact
+        sample = np.unique(np.linspace(0, n - 1, min(n, 1024)).astype(np.int64))
+        picked = values[np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in sample])
+                        ] if n else values
+        frequent = _frequent_values(picked, words * 64)
+        common = np.zeros(len(values), dtype=bool)
+        self.bits = np.zeros((n, max(words, 1)), dtype=np.uint64)
+        if len(frequent):
+            # a direct-mapped table on the top 17 bits (the values are uniform hashes) finds
+            # each shingle's bit in two cache-resident lookups; a frequent value that collides
+            # with a more frequent one is simply treated as rare
+            table = np.full(1 << 17, -1, dtype=np.int64)
+            home = (frequent >> np.uint32(15)).astype(np.int64)
+            table[home[::-1]] = np.arange(len(frequent))[::-1]  # the most frequent wins
+            slot = table[(values >> np.uint32(15)).astype(np.int64)]
+            common = (slot >= 0) & (frequent[np.maximum(slot, 0)] == values)
+            # set bits through a boolean block (an assignment, so a shingle repeated inside a
+            # text is harmless) and pack it; blocks of texts keep that scratch small
+            step = 4096
+            for d0 in range(0, n, step):
+                e0, e1 = offsets[d0], offsets[min(d0 + step, n)]
+                mine = common[e0:e1]
+                block = np.zeros((min(step, n - d0), words * 64), dtype=bool)
+                block[doc[e0:e1][mine].astype(np.int64) - d0, slot[e0:e1][mine]] = True
+                self.bits[d0 : d0 + len(block)] = np.packbits(
+                    block, axis=1, bitorder="little").view(np.uint64)
+        rare = _unique((doc[~common] << np.uint64(32)) | values[~common].astype(np.uint64))
+        rare_offsets = np.searchsorted(rare, np.arange(n + 1, dtype=np.uint64) << np.uint64(32))
+        self.rare = (rare, rare_offsets.astype(np.int64))
+        self.sizes = np.bitwise_count(self.bits).sum(axis=1, dtype=np.int64) + np.diff(
+            self.rare[1])
 
-    def __call__(self, pairs: np.ndarray) -> np.ndarray:
-        return pair_jaccard(*self.sets, np.searchsorted(self.ids, pairs))
+    def __call__(self, pairs: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+        pairs = np.searchsorted(self.ids, np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
+        inter = _intersections(*self.rare, pairs)
+        for s in range(0, len(pairs), chunk):
+            p = pairs[s : s + chunk]
+            both = np.take(self.bits, p[:, 0], axis=0) & np.take(self.bits, p[:, 1], axis=0)
+            inter[s : s + chunk] += np.bitwise_count(both).sum(axis=1, dtype=np.int64)
+        return _jaccard(inter, self.sizes[pairs[:, 0]] + self.sizes[pairs[:, 1]])
+
+
+def _select_runs(
+    values: np.ndarray, offsets: np.ndarray, ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The runs ``values[offsets[i]:offsets[i + 1]]`` of each ``i`` in ``ids``, concatenated,
+    with their new offsets."""
+    lengths = np.diff(offsets)[ids]
+    new = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=new[1:])
+    pos = np.repeat(offsets[:-1][ids] - new[:-1], lengths) + np.arange(new[-1])
+    return values[pos], new
+
+
+def _signatures_keeping_hashes(
+    texts: Sequence[str], opts: MinHashOptions, limit: int = 1 << 27, batch_size: int = 4096
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """:func:`signatures`, also returning the shingle hashes for exact verification to reuse
+    (``None`` once they pass ``limit`` values, 512 MB, about 300k texts of 440 characters:
+    beyond that the texts verification needs are hashed again, to keep memory bounded)."""
+    dtype, _ = _scheme(opts.scheme)
+    sig = np.empty((len(texts), opts.num_perm), dtype=dtype)
+    kept: list[np.ndarray] | None = []
+    ends = [np.zeros(1, dtype=np.int64)]
+    total = 0
+    for start in range(0, len(texts), batch_size):
+        batch = texts[start : start + batch_size]
+        values, offsets = hash_values(batch, **opts.shingling())
+        sig[start : start + len(batch)] = signatures_from_hashes(
+            values, offsets, opts.num_perm, opts.seed, opts.scheme)
+        if kept is not None and total + len(values) <= limit:
+            kept.append(values)
+            ends.append(offsets[1:] + total)
+            total += len(values)
+        else:
+            kept = None
+    if kept is None:
+        return sig, None
+    return sig, (np.concatenate(kept) if kept else np.empty(0, dtype), np.concatenate(ends))
+
+
+def _frequent_values(values: np.ndarray, k: int) -> np.ndarray:
+    """The (at most) ``k`` values that occur most often, at least twice, most frequent first
+    (ties by value, so the choice is deterministic)."""
+    if k == 0 or len(values) == 0:
+        return values[:0]
+    v = np.sort(values)
+    starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
+    counts = np.diff(np.r_[starts, len(v)])
+    top = np.lexsort((v[starts], -counts))[:k]
+    return v[starts[top[counts[top] >= 2]]]
 
 
 def _verify_exact(
     sig: np.ndarray, pairs: np.ndarray, threshold: float,
     texts: Sequence[str] | dict[int, str], options: dict[str, Any], keep_scorer: bool = False,
+    big: int | None = None, hashed: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, _ExactJaccard | None]:
     """:func:`verify_pairs_exact`; with ``keep_scorer`` it also returns the exact scorer, built
     over every text of a pair that survived the estimate (all future cluster members), so
-    the caller's later exact similarities hash nothing again."""
+    the caller's later exact similarities hash nothing again. With ``big``, pairs inside an
+    already linked component of more than ``big`` texts are not scored
+    (:func:`~ctxkit.deduplication.linking.link_pairs`)."""
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     margin = verify_margin(threshold, sig.shape[1])
     # estimates at or below threshold - margin are rejected without a second look
@@ -640,10 +822,10 @@ def _verify_exact(
     exact = None
     if keep_scorer or unsure.any():
         exact = _ExactJaccard(texts, (pairs if keep_scorer else pairs[unsure]).ravel(),
-                              **options)
-        scores[unsure] = exact(pairs[unsure])
-    ok = scores >= threshold
-    return pairs[ok], scores[ok], exact
+                              hashed=hashed, **options)
+    linked, linked_scores = link_pairs(len(sig), pairs, scores, threshold, margin, exact,
+                                       big=len(sig) if big is None else big)
+    return linked, linked_scores, exact
 
 
 def verify_pairs_exact(
@@ -712,71 +894,70 @@ def datasketch_hashfunc(scheme: str = "affine32"):
 
 def minhash_dedup(
     texts: Sequence[str],
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float | None = None,
     *,
-    num_perm: int = 128,
-    ngram: int = 5,
-    unit: str = "char",
-    seed: int = 1,
-    bands: int | None = None,
-    rows: int | None = None,
-    min_recall: float = 0.995,
-    max_bucket: int = 1000,
     keep: str = "first",
     scores: Sequence[float] | None = None,
-    normalization: Normalization | None = None,
-    hashfunc: str = "fast",
-    scheme: str = "affine32",
-    verify: str = "exact",
     sig: np.ndarray | None = None,
+    options: MinHashOptions | None = None,
+    **option_values: Any,
 ) -> DedupResult:
-    """Near-duplicate removal by MinHash + LSH, verified by estimated Jaccard.
+    """Near-duplicate removal by MinHash + LSH, every link verified by Jaccard similarity.
 
-    LSH candidates are verified (``verify="exact"``, the default: the exact Jaccard of the
-    two shingle sets, recomputed only for texts that have a candidate; ``"estimate"``: the
-    fraction of equal signature entries, faster but noisy near the threshold, about
-    +-0.04 at 128 permutations). Pairs at or above ``threshold`` are linked; every connected
-    component
-    keeps one representative chosen by ``keep`` (``"first"``, ``"last"``, ``"longest"``) or
-    by the highest ``scores``. ``bands``/``rows`` default to :func:`choose_bands`. Texts
-    with no shingles (empty after normalization) are never near-duplicates (the exact stage
-    handles them). Pass precomputed ``sig`` to skip hashing.
+    The options are :class:`~ctxkit.deduplication.options.MinHashOptions`, given as one
+    ``options`` object and/or as keywords (``threshold``, ``num_perm``, ``ngram``, ``unit``,
+    ``seed``, ``bands``/``rows``, ``min_recall``, ``max_bucket``, ``normalization``,
+    ``hashfunc``, ``scheme``, ``verify``, ``boilerplate``); the default threshold is 0.7
+    Jaccard of character 5-grams.
+
+    LSH buckets propose candidate pairs, all pairs of a small bucket and a star around a hub
+    in a large one (:func:`candidate_pairs`), so the work grows linearly with the corpus even
+    when a shared template fills buckets with thousands of records. Candidates are verified
+    (``verify="exact"``, the default: the exact Jaccard of the two shingle sets, recomputed
+    for pairs whose estimate lies near the threshold; ``"estimate"``: the fraction of equal
+    signature entries, about +-0.04 at 128 permutations). Pairs at or above the threshold
+    are linked; each connected component keeps one representative chosen by ``keep``
+    (``"first"``, ``"last"``, ``"longest"``) or by the highest ``scores``. Texts with no
+    shingles (empty after normalization) are never near-duplicates (the exact stage handles
+    them). Pass precomputed ``sig`` (of the texts as shingled) to skip hashing. With
+    ``boilerplate`` set, template lines shared by many records are left out first
+    (:mod:`ctxkit.deduplication.boilerplate`). ``result.warnings`` says when one cluster
+    swallowed a large share of the input.
 
     Example:
         >>> texts = ["a b c d e f g", "a b c d e f g h", "x y z"]
         >>> minhash_dedup(texts, threshold=0.7).keep.tolist()
         [0, 2]
     """
-    if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"threshold is a Jaccard similarity in (0, 1], got {threshold!r}")
-    if (bands is None) != (rows is None):
-        raise ValueError("give both bands and rows, or neither")
-    if sig is None:
-        sig = signatures(texts, num_perm, seed, ngram, unit, normalization, hashfunc, scheme)
+    opts = MinHashOptions.build(options, threshold=threshold, **option_values)
+    extra: dict[str, Any] = {}
+    if opts.boilerplate is not None:
+        from ctxkit.deduplication.boilerplate import strip_boilerplate
+
+        stripped = strip_boilerplate(texts, opts.boilerplate)
+        texts = stripped.texts
+        extra["boilerplate"] = stripped.summary()
+    hashed = None
+    if sig is None and opts.verify == "exact":
+        sig, hashed = _signatures_keeping_hashes(texts, opts)
+    elif sig is None:
+        sig = signatures(texts, **opts.signing())
     elif len(sig) != len(texts):
         raise ValueError("sig must have one row per text")
-    num_perm = sig.shape[1]
-    if bands is None:
-        bands, rows = choose_bands(threshold, num_perm, min_recall)
+    elif sig.shape[1] != opts.num_perm:
+        opts = MinHashOptions.build(opts, num_perm=int(sig.shape[1]))
+    bands, rows = opts.banding()
     keys = band_keys(sig, bands, rows)
-    cand = candidate_pairs(keys, skip=empty_rows(sig), max_bucket=max_bucket)
-    options = {
-        "ngram": ngram,
-        "unit": unit,
-        "normalization": normalization,
-        "hashfunc": hashfunc,
-        "scheme": scheme,
-    }
-    if verify == "estimate":
-        pairs, pair_scores = verify_pairs(sig, cand, threshold)
+    cand = candidate_pairs(keys, skip=empty_rows(sig), max_bucket=opts.max_bucket)
+    if opts.verify == "estimate":
+        pairs, pair_scores = verify_pairs(sig, cand, opts.threshold)
         similarity_of = functools.partial(estimate_jaccard, sig)
-    elif verify == "exact":
+    else:
         # the scorer has hashed every cluster member, so the similarity of each removed text
         # to its representative hashes nothing again
-        pairs, pair_scores, similarity_of = _verify_exact(sig, cand, threshold, texts, options,
-                                                          keep_scorer=True)
-    else:
-        raise ValueError(f"verify must be 'exact' or 'estimate', got {verify!r}")
+        pairs, pair_scores, similarity_of = _verify_exact(
+            sig, cand, opts.threshold, texts, opts.shingling(), keep_scorer=True,
+            big=opts.max_bucket, hashed=hashed)
     labels = connected_components(len(texts), pairs)
     lengths = [len(t) for t in texts] if keep == "longest" and scores is None else None
     rep = representatives(labels, keep_priority(keep, len(texts), lengths=lengths, scores=scores))
@@ -786,16 +967,18 @@ def minhash_dedup(
         similarity[moved] = similarity_of(np.stack([moved, rep[moved]], axis=1))
     info = {
         "method": "minhash",
-        "threshold": threshold,
-        "num_perm": int(num_perm),
+        "threshold": opts.threshold,
+        "num_perm": opts.num_perm,
         "bands": int(bands),
         "rows": int(rows),
-        "ngram": ngram,
-        "unit": unit,
-        "seed": seed,
+        "ngram": opts.ngram,
+        "unit": opts.unit,
+        "seed": opts.seed,
+        "max_bucket": opts.max_bucket,
         "candidates": len(cand),
         "verified": len(pairs),
-        "verify": verify,
+        "verify": opts.verify,
+        **extra,
     }
     return result_from_representatives(rep, similarity, "minhash", pairs, pair_scores, info)
 

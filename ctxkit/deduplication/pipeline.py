@@ -8,13 +8,14 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit.deduplication.options import DEFAULT_THRESHOLD, MinHashOptions
 from ctxkit.deduplication.result import DedupResult, combine_stages
 
 __all__ = ["DEFAULT_THRESHOLDS", "METHODS", "check_threshold", "dedup", "parse_methods"]
 
 METHODS = ("exact", "minhash", "semantic")
 # exact has no threshold; MinHash: Jaccard of character 5-grams; semantic: cosine.
-DEFAULT_THRESHOLDS = {"minhash": 0.5, "semantic": 0.9}
+DEFAULT_THRESHOLDS = {"minhash": DEFAULT_THRESHOLD, "semantic": 0.9}
 
 
 def _stage(name: str) -> Callable[..., DedupResult]:
@@ -46,36 +47,52 @@ def parse_methods(method: str | Sequence[str]) -> list[str]:
     return names
 
 
-_methods = parse_methods
-
-
 def check_threshold(threshold: float | Mapping[str, float] | None, names: Sequence[str]) -> None:
-    """Every given threshold must be a similarity in [0, 1] for a method that takes one.
+    """Every given threshold must be a similarity in (0, 1] for a method that takes one.
+
+    A per-method mapping may name thresholded stages that do not run this time; one bare
+    number must reach a stage that has a threshold (exact dedup has none).
 
     Example:
         >>> check_threshold(1.5, ["exact"])
         Traceback (most recent call last):
         ...
         ValueError: threshold must be a similarity between 0 and 1, got 1.5
+        >>> check_threshold(0.8, ["exact"])
+        Traceback (most recent call last):
+        ...
+        ValueError: method exact takes no threshold (exact matches identical normalized text)
     """
-    values = threshold.values() if isinstance(threshold, Mapping) else (
-        [] if threshold is None else [threshold])
-    for value in values:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-            raise ValueError(f"threshold must be a similarity between 0 and 1, got {value!r}")
-    for name in names:
-        _threshold(threshold, name)
+    if threshold is None:
+        return
+    given = dict(threshold) if isinstance(threshold, Mapping) else {None: threshold}
+    for key, value in given.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            where = "threshold" if key is None else f"threshold for {key}"
+            zero = " (0 would make everything a duplicate)" if value == 0 else ""
+            raise ValueError(f"{where} must be a similarity between 0 and 1, got {value!r}{zero}")
+    unknown = {k for k in given if k is not None} - set(DEFAULT_THRESHOLDS)
+    if unknown:
+        raise ValueError(f"threshold names unknown method(s) or ones without a threshold: "
+                         f"{sorted(unknown)} (thresholds apply to {sorted(DEFAULT_THRESHOLDS)})")
+    if not isinstance(threshold, Mapping) and not any(m in DEFAULT_THRESHOLDS for m in names):
+        raise ValueError(f"method {'+'.join(names)} takes no threshold (exact matches "
+                         "identical normalized text)")
 
 
 def _threshold(threshold: float | Mapping[str, float] | None, name: str) -> float | None:
     if name == "exact":
         return None
     if isinstance(threshold, Mapping):
-        unknown = set(threshold) - set(METHODS)
-        if unknown:
-            raise ValueError(f"threshold names unknown method(s): {sorted(unknown)}")
         return float(threshold.get(name, DEFAULT_THRESHOLDS[name]))
     return DEFAULT_THRESHOLDS[name] if threshold is None else float(threshold)
+
+
+def _accepted(name: str, fn: Callable[..., DedupResult]) -> set[str]:
+    """The keyword options a stage takes (MinHash's are the MinHashOptions fields)."""
+    params = {p.name for p in inspect.signature(fn).parameters.values()
+              if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    return params | MinHashOptions.names() if name == "minhash" else params
 
 
 def dedup(
@@ -96,18 +113,21 @@ def dedup(
     Args:
         texts: the texts.
         method: ``"exact"``, ``"minhash"``, ``"semantic"``, or a sequence of them.
-        threshold: similarity at or above which two texts are duplicates: estimated Jaccard
-            of shingle sets for MinHash (default 0.5 with character 5-grams), cosine of
+        threshold: similarity at or above which two texts are duplicates: Jaccard of
+            shingle sets for MinHash (default 0.7 with character 5-grams), cosine of
             embeddings for semantic (default 0.9). One float applies to every stage that
-            has a threshold; a dict sets it per method.
+            has a threshold; a dict sets it per method. Exact dedup takes none, so a
+            threshold with ``method="exact"`` alone is an error.
         keep: the representative kept from each cluster: ``"first"`` (earliest index),
             ``"last"``, ``"longest"``. Clusters are transitive (connected components).
         scores: one number per text (for example an information-density score); when given,
             the highest-scoring member of each cluster is kept (ties: earliest).
         options: passed to the stages that accept them (``seed``, ``num_perm``, ``ngram``,
             ``unit``, ``normalization`` or its fields ``nfkc``/``case``/``whitespace``/
-            ``punctuation``, ``encoder``, ``partition``...);
-            an option no selected stage accepts is an error.
+            ``punctuation``, ``encoder``, ``partition``, MinHash's ``boilerplate`` and
+            every other :class:`~ctxkit.deduplication.options.MinHashOptions` field...);
+            an option no selected stage accepts is an error. ``result.warnings`` says when
+            one cluster swallowed a large share of the input (usually a shared template).
 
     Example:
         >>> texts = ["Hello world", "hello  world", "Hello world!!", "Bye"]
@@ -136,7 +156,7 @@ def dedup(
         base = options.pop("normalization", None) or Normalization()
         options["normalization"] = base.with_options(**{k: options.pop(k) for k in norm_keys})
     stages = [(name, _stage(name)) for name in names]
-    accepted = {name: set(inspect.signature(fn).parameters) for name, fn in stages}
+    accepted = {name: _accepted(name, fn) for name, fn in stages}
     unused = set(options) - set().union(*accepted.values())
     if unused:
         raise TypeError(f"option(s) {sorted(unused)} not accepted by method(s) {names}")

@@ -8,7 +8,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DedupResult", "combine_stages", "result_from_representatives"]
+__all__ = [
+    "LARGE_CLUSTER",
+    "DedupResult",
+    "cluster_warnings",
+    "combine_stages",
+    "result_from_representatives",
+]
+
+# A cluster holding at least this share of the input (and at least 20 items) is reported:
+# on real data it almost always means the records share a template, not that they repeat.
+LARGE_CLUSTER = 0.1
 
 
 @dataclass
@@ -29,8 +39,14 @@ class DedupResult:
             linked to its representative through another member.
         matched: per item, the item it was directly merged into at its stage (before later
             stages moved that item's own cluster); equals ``duplicate_of`` after one stage.
-        pairs: ``(m, 2)`` verified similar pairs ``i < j`` (empty for exact).
+        pairs: ``(m, 2)`` verified similar pairs ``i < j`` (empty for exact). For MinHash,
+            the verified links the clusters were built from: all candidate pairs of clusters
+            of up to ``max_bucket`` items, fewer in larger ones (a pair whose two items are
+            already linked there is not verified again, see ``docs/dedup.md``).
         pair_scores: the similarity of each pair.
+        info: the parameters and counts of each stage.
+        warnings: plain-language findings a caller should see, e.g. that one cluster
+            swallowed a large share of the input (a shared template rather than repetition).
 
     Example:
         >>> sims = np.array([1.0, 1.0, np.nan])
@@ -48,6 +64,7 @@ class DedupResult:
     pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.int64))
     pair_scores: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.float64))
     info: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -100,6 +117,22 @@ def _clusters(duplicate_of: np.ndarray) -> list[list[int]]:
     ]
 
 
+def cluster_warnings(clusters: list[list[int]], n: int) -> list[str]:
+    """A warning when the largest cluster holds at least :data:`LARGE_CLUSTER` of ``n`` items.
+
+    Example:
+        >>> cluster_warnings([list(range(30))], 100)[0][:37]
+        'one cluster holds 30 of 100 items (30'
+    """
+    big = max(clusters, key=len, default=[])
+    if n == 0 or len(big) < max(20, LARGE_CLUSTER * n):
+        return []
+    return [f"one cluster holds {len(big):,} of {n:,} items ({len(big) / n:.0%}, kept item "
+            f"{big[0]}): the items probably share a template rather than repeat; compare the "
+            "part that varies (MinHash boilerplate=0.01, a --field, or --strip-boilerplate) "
+            "or raise the threshold"]
+
+
 def result_from_representatives(
     rep: np.ndarray,
     similarity: np.ndarray,
@@ -115,10 +148,11 @@ def result_from_representatives(
     kept = rep == idx
     duplicate_of = np.where(kept, -1, rep)
     sim = np.where(kept, np.nan, np.asarray(similarity, dtype=np.float64))
+    clusters = _clusters(duplicate_of)
     return DedupResult(
         keep=idx[kept],
         duplicate_of=duplicate_of,
-        clusters=_clusters(duplicate_of),
+        clusters=clusters,
         method=["" if k else method for k in kept],
         similarity=sim,
         matched=duplicate_of.copy(),
@@ -127,6 +161,7 @@ def result_from_representatives(
         else np.asarray(pairs, np.int64).reshape(-1, 2),
         pair_scores=np.empty(0) if pair_scores is None else np.asarray(pair_scores, np.float64),
         info=dict(info or {}),
+        warnings=cluster_warnings(clusters, n),
     )
 
 
@@ -160,16 +195,18 @@ def combine_stages(n: int, stages: list[tuple[np.ndarray, DedupResult]]) -> Dedu
             break
         duplicate_of[hop] = duplicate_of[nxt[hop]]
     idx = np.arange(n, dtype=np.int64)
+    clusters = _clusters(duplicate_of)
     return DedupResult(
         keep=idx[duplicate_of < 0],
         duplicate_of=duplicate_of,
-        clusters=_clusters(duplicate_of),
+        clusters=clusters,
         method=method,
         similarity=similarity,
         matched=matched,
         pairs=np.concatenate(pairs) if pairs else np.empty((0, 2), np.int64),
         pair_scores=np.concatenate(scores) if scores else np.empty(0),
         info=info,
+        warnings=cluster_warnings(clusters, n),
     )
 
 

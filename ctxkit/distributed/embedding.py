@@ -1,4 +1,4 @@
-"""Embedding a Ray dataset of texts with :class:`ctxkit.embed.PackedEncoder` in an actor pool.
+"""Embedding a Ray dataset of texts with :class:`~ctxkit.embedding.encoder.PackedEncoder` in actors.
 
 Each actor loads the encoder once and embeds batches of ``batch_size`` texts (the encoder
 packs them into token-sized rows itself). On a cluster with GPUs there is one actor per GPU

@@ -9,7 +9,8 @@ the data is:
 3. one hash shuffle of ``(band, key, row)`` triples on ``(band, key)``: every LSH bucket
    lands whole in one partition, where :func:`~ctxkit.deduplication.minhash.candidate_pairs` turns
    its buckets into candidate pairs (bucket-local, so the union over partitions is exactly the
-   single-machine candidate set, huge-bucket star + chain included);
+   single-machine candidate set: all pairs of a small bucket, a star around a hub drawn from
+   row number and band in a large one);
 4. verification: the candidate list (16 bytes per pair) goes to the driver and back out as a
    broadcast, split into partitions (a pair goes with the smaller of its rows, so a
    cluster's star stays together); one shuffle sends every involved signature to the
@@ -17,7 +18,9 @@ the data is:
    :func:`~ctxkit.deduplication.minhash.estimate_jaccard` scores each partition's pairs; with
    ``verify="exact"`` (the single-machine default) the pairs whose estimate lies near the
    threshold are re-scored by the exact Jaccard of their shingle sets
-   (:func:`~ctxkit.deduplication.minhash.pair_jaccard`), routing those pairs' texts the same way;
+   (:func:`~ctxkit.deduplication.minhash.pair_jaccard`), routing those pairs' texts the same way,
+   in the rounds of :func:`~ctxkit.deduplication.linking.link_pairs` (pairs inside an already
+   linked large component are skipped, so templated corpora stay linear);
 5. connected components: **union-find on the driver** (scipy's C connected components over
    the verified edge list, :func:`~ctxkit.deduplication.unionfind.connected_components`). It needs
    about 8 bytes per document plus 16 per verified pair on the driver: 100 M documents with
@@ -62,7 +65,7 @@ class DistributedDedup:
         kept: the input rows that survive, in their original columns (lazy dataset).
         report: one row per removed input: ``id`` and ``duplicate_of`` (values of
             ``id_column``, or row numbers), ``row``, ``duplicate_of_row``, ``method`` and
-            ``similarity`` (estimated Jaccard to the kept row).
+            ``similarity`` (Jaccard to the kept row, exact or estimated as ``verify`` says).
         result: the driver-side :class:`ctxkit.dedup.DedupResult` over row numbers, equal to
             ``ctxkit.dedup(texts, method="minhash", ...)`` on the same rows.
         info: parameters, counts and how the components were found.
@@ -115,22 +118,23 @@ def _band_rows(batch: dict[str, np.ndarray], bands: int, rows: int) -> dict[str,
 
 
 def _bucket_pairs(batch: dict[str, np.ndarray], max_bucket: int) -> dict[str, np.ndarray]:
-    """Candidate pairs of whole buckets (every (band, key) here is complete)."""
+    """Candidate pairs of whole buckets (every (band, key) here is complete), in global rows:
+    :func:`~ctxkit.deduplication.minhash.candidate_pairs` draws each large bucket's hub from
+    the row number and band alone, so the pairs are the single-machine ones."""
     from ctxkit.deduplication.minhash import candidate_pairs
 
     band = np.asarray(batch["band"])
     key = np.asarray(batch["key"], dtype=np.uint64)
     row = np.asarray(batch[ROW], dtype=np.int64)
-    # Sorting by row inside each band makes local positions monotone in the global row, so
-    # the star + chain of a huge bucket links the same rows as on one machine.
-    order = np.lexsort((row, band))
+    order = np.argsort(band, kind="stable")
     band, key, row = band[order], key[order], row[order]
     cuts = np.flatnonzero(np.diff(band)) + 1
     found = []
     for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(band)]):
-        local = candidate_pairs(key[lo:hi, None], max_bucket=max_bucket)
-        if len(local):
-            found.append(row[lo:hi][local])
+        pairs = candidate_pairs(key[lo:hi, None], max_bucket=max_bucket, ids=row[lo:hi],
+                                first_band=int(band[lo]))
+        if len(pairs):
+            found.append(pairs)
     pairs = np.concatenate(found) if found else np.empty((0, 2), np.int64)
     return {"a": pairs[:, 0].copy(), "b": pairs[:, 1].copy()}
 
@@ -255,36 +259,31 @@ def minhash_dedup(
     ds: Any,
     column: str = "text",
     threshold: float | None = None,
-    num_perm: int = 128,
     *,
     id_column: str | None = None,
-    ngram: int = 5,
-    unit: str = "char",
-    seed: int = 1,
-    bands: int | None = None,
-    rows: int | None = None,
-    min_recall: float = 0.995,
-    max_bucket: int = 1000,
     keep: str = "first",
     score_column: str | None = None,
-    normalization: Any = None,
-    hashfunc: str = "fast",
-    scheme: str = "affine32",
-    verify: str = "exact",
     num_partitions: int | None = None,
     shuffle: str | None = "auto",
+    options: Any = None,
+    **option_values: Any,
 ) -> DistributedDedup:
     """Near-duplicate removal by MinHash + LSH on a Ray dataset.
 
-    Same parameters and results as ``ctxkit.dedup(texts, method="minhash", ...)`` (threshold
-    ``None`` is its default, 0.5 Jaccard of character 5-grams): the same signatures, band
-    keys, candidate pairs, verification and representatives (``keep``: ``"first"``,
-    ``"last"``, ``"longest"``; or the highest ``score_column``). ``id_column`` names the
-    report's ids (row numbers otherwise). ``num_partitions`` sets the shuffle width
-    (default: one per CPU, blocks of at most ~128 MiB); ``shuffle`` picks Ray's hash
-    shuffle (``"hash"``) or its task-based sort shuffle (``"sort"``; cheaper to start);
-    ``"auto"`` takes sort below 20 M band rows (documents x bands), hash above; ``None``
-    keeps the current DataContext's strategy (see ``docs/scaling.md``).
+    The MinHash options are :class:`~ctxkit.deduplication.options.MinHashOptions`, the same
+    object and keywords as ``ctxkit.dedup(texts, method="minhash", ...)`` (``threshold``,
+    default 0.7 Jaccard of character 5-grams, ``num_perm``, ``ngram``, ``unit``, ``seed``,
+    ``bands``/``rows``, ``min_recall``, ``max_bucket``, ``normalization``, ``hashfunc``,
+    ``scheme``, ``verify``), and the results are the same: signatures, band keys, candidate
+    pairs (all pairs of a small bucket, a star around the hub of a large one), verification
+    rounds and representatives (``keep``: ``"first"``, ``"last"``, ``"longest"``; or the
+    highest ``score_column``). ``id_column`` names the report's ids (row numbers
+    otherwise). ``num_partitions`` sets the shuffle width (default: one per CPU, blocks of at
+    most ~128 MiB); ``shuffle`` picks Ray's hash shuffle (``"hash"``) or its task-based sort
+    shuffle (``"sort"``; cheaper to start); ``"auto"`` takes sort below 20 M band rows
+    (documents x bands), hash above; ``None`` keeps the current DataContext's strategy (see
+    ``docs/scaling.md``). ``boilerplate`` (template-line stripping) needs line counts over the
+    whole corpus and is not distributed: it is rejected here.
 
     Example:
         >>> ds = ray.data.from_items([{"text": "a b c d e f"},
@@ -293,26 +292,24 @@ def minhash_dedup(
         [-1, 0]
     """
     ray = require_ray()
-    from ctxkit.deduplication.minhash import DEFAULT_THRESHOLD, choose_bands, verify_margin
+    from ctxkit.deduplication.linking import link_pairs
+    from ctxkit.deduplication.minhash import verify_margin
+    from ctxkit.deduplication.options import MinHashOptions
     from ctxkit.deduplication.result import result_from_representatives
     from ctxkit.deduplication.unionfind import connected_components, keep_priority, representatives
 
-    threshold = DEFAULT_THRESHOLD if threshold is None else float(threshold)
-    if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"threshold is a Jaccard similarity in (0, 1], got {threshold!r}")
-    if (bands is None) != (rows is None):
-        raise ValueError("give both bands and rows, or neither")
-    if verify not in ("exact", "estimate"):
-        raise ValueError(f"verify must be 'exact' or 'estimate', got {verify!r}")
+    opts = MinHashOptions.build(options, threshold=threshold, **option_values)
+    if opts.boilerplate is not None:
+        raise ValueError("boilerplate stripping counts lines over the whole corpus and does not "
+                         "run on Ray; strip templates before (or pick the varying field)")
+    threshold, num_perm = opts.threshold, opts.num_perm
     names = ds.columns() or []
     given = ((column, "column"), (id_column, "id_column"), (score_column, "score_column"))
     for name, what in given:
         if name is not None and name not in names:
             raise ValueError(f"{what} {name!r} is not a column of the dataset (columns: {names})")
-    if bands is None:
-        bands, rows = choose_bands(threshold, num_perm, min_recall)
-    params = dict(num_perm=num_perm, seed=seed, ngram=ngram, unit=unit,
-                  normalization=normalization, hashfunc=hashfunc, scheme=scheme)
+    bands, rows = opts.banding()
+    params = opts.signing()
 
     indexed, n = index_rows(ds)
     set_shuffle(indexed, shuffle, n * bands)
@@ -332,29 +329,26 @@ def minhash_dedup(
                                  batch_format="numpy")
     parts = hash_partitions(n * bands, 24, num_partitions)
     pair_ds = map_key_groups(band_ds, ["band", "key"], _bucket_pairs, parts,
-                             fn_kwargs={"max_bucket": max_bucket})
+                             fn_kwargs={"max_bucket": opts.max_bucket})
     found = collect_columns(pair_ds, ["a", "b"])
     code = np.unique(found["a"].astype(np.int64) * max(n, 1) + found["b"].astype(np.int64))
     cand = np.stack([code // max(n, 1), code % max(n, 1)], axis=1)
 
     # Verification, as on one machine: estimates for all candidates; with verify="exact"
-    # the exact Jaccard (texts shuffled to the pair) for those near the threshold.
+    # rounds of exact Jaccard (texts shuffled to the pair) for those near the threshold.
     row_bytes = 16 + 8 * int(num_perm)
-    text_params = dict(ngram=ngram, unit=unit, normalization=normalization, hashfunc=hashfunc,
-                       scheme=scheme)
 
     def exact(p: np.ndarray) -> np.ndarray:
-        return _pair_scores(indexed, column, p, "exact", text_params, num_partitions, 16 + 2048)
+        return _pair_scores(indexed, column, p, "exact", opts.shingling(), num_partitions,
+                            16 + 2048)
 
     def estimate(p: np.ndarray) -> np.ndarray:
         return _pair_scores(sig_ds, "sig", p, "estimate", {}, num_partitions, row_bytes)
 
-    cand_scores = estimate(cand)
-    if verify == "exact":
-        unsure = np.abs(cand_scores - threshold) < verify_margin(threshold, num_perm)
-        cand_scores[unsure] = exact(cand[unsure])
-    ok = cand_scores >= threshold
-    pairs, pair_scores = cand[ok], cand_scores[ok]
+    exact_scores = exact if opts.verify == "exact" else None
+    pairs, pair_scores = link_pairs(n, cand, estimate(cand), threshold,
+                                    verify_margin(threshold, num_perm), exact_scores,
+                                    big=opts.max_bucket)
     labels = connected_components(n, pairs)
     priority = keep_priority(keep, n, lengths=lengths if keep == "longest" else None,
                              scores=scores)
@@ -362,12 +356,12 @@ def minhash_dedup(
     similarity = np.ones(n)
     moved = np.flatnonzero(rep != np.arange(n))
     if len(moved):
-        similarity[moved] = (exact if verify == "exact" else estimate)(
-            np.stack([moved, rep[moved]], axis=1))
+        similarity[moved] = (exact_scores or estimate)(np.stack([moved, rep[moved]], axis=1))
     info = {
         "method": "minhash", "threshold": threshold, "num_perm": int(num_perm),
-        "bands": int(bands), "rows": int(rows), "ngram": ngram, "unit": unit, "seed": seed,
-        "candidates": len(cand), "verified": len(pairs), "verify": verify, "partitions": parts,
+        "bands": int(bands), "rows": int(rows), "ngram": opts.ngram, "unit": opts.unit,
+        "seed": opts.seed, "max_bucket": opts.max_bucket, "candidates": len(cand),
+        "verified": len(pairs), "verify": opts.verify, "partitions": parts,
         "components": COMPONENTS,
     }
     result = result_from_representatives(rep, similarity, "minhash", pairs, pair_scores, info)

@@ -1,72 +1,25 @@
-"""Packed embedding passes: ``PackedEncoder``, equal to ``SentenceTransformer.encode``, faster.
+"""Packed embedding passes: ``PackedEncoder``, the vectors of ``SentenceTransformer.encode``.
 
 Short documents are packed into rows instead of being padded to the longest text of their
 batch. Every document keeps its own ``[CLS] ... [SEP]``, ``position_ids`` restart at 0 for
 each one, attention is block-diagonal (no document sees another), and pooling runs per
-document, so every vector matches ``SentenceTransformer.encode`` to fp32 rounding (cosine
->= 0.9999997 on real texts).
+document, so every vector matches ``SentenceTransformer.encode`` to fp32 rounding.
 
 How a call runs:
 
 1. Texts are tokenised with the model's own tokenizer, truncated to ``max_seq_length``
-   exactly as sentence-transformers does (``truncation="longest_first"``). Empty texts become
-   ``[CLS] [SEP]`` as there; over-long texts are truncated and counted.
-2. :func:`ctxkit.packing.plan.pack_lengths` (best-fit decreasing) packs the token lengths into
-   rows. Rows are ``max_seq_length`` long, or shorter when that is cheaper (below).
-3. Rows are grouped into forward passes of about ``batch_tokens`` token slots, so a batch of
-   short texts and a batch of long texts cost the same and every matrix multiply is large.
-4. The model's encoder runs on the flat tokens (see :mod:`ctxkit.embedding.model`); pooling
-   (mean, CLS, max, mean-sqrt-len, weighted mean, last token) runs per segment, then the
-   model's own modules after pooling (``Dense``, ``Normalize``).
+   exactly as sentence-transformers does. Empty texts become ``[CLS] [SEP]`` as there;
+   over-long texts are truncated and counted in ``last_stats``.
+2. :func:`choose_rows` packs the token lengths into rows (best-fit decreasing) of
+   ``max_seq_length``, or shorter when its cost model says that is cheaper.
+3. Rows are grouped into forward passes of about ``batch_tokens`` token slots.
+4. The model's encoder runs on the flat tokens (:mod:`ctxkit.embedding.model`): SDPA with a
+   block-diagonal mask, or flash-attention's varlen kernel on padding-free tokens on a GPU
+   with flash-attn. Pooling runs per segment, then the model's modules after pooling
+   (``Dense``, ``Normalize``).
 
-Why it is faster on CPU (MiniLM-L6, 2 threads; ``python -m evals.embedding``, medians of
-alternating rounds; the README has the table). Each step below adds one idea to the previous
-one, all running our forward:
-
-- **less framework overhead** (same layout as ``encode``: char-sorted, 32 texts a batch,
-  padded): Q/K/V are one fused matmul, weights are pre-transposed for ``addmm``, and the
-  per-call work of transformers' forward (mask building, module dispatch) is gone;
-- **token-length ordering**: sentence-transformers sorts texts by *characters*, so its
-  batches mix token lengths and pad to the longest; sorting by tokens pads less;
-- **token-sized forwards**: ``batch_tokens`` slots per forward (4096 by default on CPU)
-  instead of 32 texts: short texts no longer run small GEMMs (chat 1.13x -> 1.31x in the
-  benchmark, padded). Bigger is not better on a CPU: with 8192 slots (the default before
-  commit 800ee55; ``--batch-tokens 8192`` reruns it) the same row ran 0.87-0.94x the row
-  before it
-  and ``PackedEncoder`` 1.46x / 1.18x / 1.28x on chat / codealpaca / mix, against 1.53x /
-  1.23x / 1.36x with 4096; activations of larger forwards leave the cache;
-- **no padding**: packed rows are 96-99% real tokens vs 55-85% in ``encode``'s batches;
-- **no cross-segment attention**: the block-diagonal mask makes packing exact. It is not
-  free: SDPA still spends ``C**2`` per row of ``C`` slots, about ``C / (6 * hidden)`` of the
-  linear FLOPs (11% at ``C = 256`` for MiniLM).
-
-Row length (``row_length="auto"``): for each chunk of texts :func:`choose_rows` plans rows of
-``C`` in {max_seq_length, ..., 64, 32} (texts longer than ``C`` go into rows of
-``max_seq_length``, so long texts never sit alone in a short row) and keeps the plan with the
-least modelled cost ``slots + attn_weight * sum(C**2) / (6 * hidden)``: linear work on every
-slot plus masked attention on every row, counted in FLOPs (``attn_weight=1``). For
-instruction-length texts this keeps rows of ``max_seq_length`` (98% full); for chat-length
-texts (gsm8k questions, chat turns) it picks rows of 128, halving the attention spent on
-masked pairs for 2% more padding. A prototype measured rows of 128 at 1.24x vs 1.10x for
-rows of 256 on gsm8k, and 1.17x vs 1.37x on codealpaca when long texts had to sit alone in
-short rows, which the two-level plan avoids. ``evals.embedding`` reports rows of
-``max_seq_length`` next to the default so the choice can be re-checked on a quiet machine.
-
-Attention: SDPA with an additive block-diagonal mask (built once per forward, not per layer)
-was the fastest boundary-safe kernel on CPU: FlexAttention compiles for ~30 s and ran 0.81x;
-jagged (nested) tensors work but need a per-document loop inside attention. Two
-padding-free layouts that skip the masked blocks were prototyped and timed against the block
-mask on the benchmark's texts (a gather per length bucket, one SDPA call each; and
-length-sorted segments padded to multiples of 4, attention on per-bucket views). Both were
-exact and neither was faster, so they were not kept: in a profile of the forward the linear
-layers (``addmm``) take most of the time and SDPA a small share. For the same reason the gain
-over ``encode`` follows the padding it removes (21.8% of codealpaca's slots, 34.6% of chat's
-in ``encode``'s batches) plus larger forwards for short texts.
-On a GPU with
-flash-attn installed, attention runs flash-attention's varlen kernel on padding-free tokens
-(``cu_seqlens``), so no masked block is computed at all; without flash-attn it uses SDPA with
-the block mask in half precision. Host batches are pinned and copied asynchronously, and the
-next chunk is tokenised on a worker thread while the GPU computes.
+Design notes and measurements (why token-sized forwards, the row-length cost model, the
+attention kernels tried): ``docs/embedding.md``.
 
 Example:
     >>> enc = PackedEncoder(device="cpu")

@@ -1,8 +1,8 @@
 """Tensor pieces of packed embedding passes: layouts, masks, attention and per-segment pooling.
 
-These are the parts of :mod:`ctxkit.embed` that work on one batch of packed rows. They take
-plain arrays and tensors, so each one is tested on CPU, including the code the GPU path runs
-(half-precision masks, flash-attention varlen inputs).
+These are the parts of :mod:`ctxkit.embedding.encoder` that work on one batch of packed rows.
+They take plain arrays and tensors, so each one is tested on CPU, including the code the GPU
+path runs (half-precision masks, flash-attention varlen inputs).
 
 A batch is a set of rows of ``capacity`` token slots. Each row holds whole documents, each
 with its own ``[CLS] ... [SEP]``; ``segment_ids`` number the documents of the batch from 0 in

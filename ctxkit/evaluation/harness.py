@@ -154,7 +154,9 @@ def redundancy_section(
         chain = list(methods[:k])
         t0 = time.perf_counter()
         options = {"seed": seed} if "minhash" in chain and seed is not None else {}
-        res = dedup(texts, method=chain, threshold=threshold, **options)
+        # exact dedup takes no threshold (dedup rejects one given to it alone)
+        res = dedup(texts, method=chain, threshold=threshold if set(chain) - {"exact"} else None,
+                    **options)
         removed = np.flatnonzero(res.duplicate_of >= 0)
         saved = int(lengths[removed].sum())
         out[" + ".join(chain)] = {

@@ -4,6 +4,16 @@ and PNG plots.
 Kept apart from the harness so the measuring code never imports matplotlib. Plots draw on
 ``matplotlib.figure.Figure`` objects directly: no pyplot state and no backend switch in the
 caller's process.
+
+Example:
+    >>> import pathlib, tempfile
+    >>> from ctxkit.evaluation.harness import evaluate
+    >>> rep = evaluate(["a short text", "another one"] * 3, capacity=64,
+    ...                sections=("lengths", "utilization"))
+    >>> render_markdown(rep).splitlines()[0]
+    '# ctxkit report: dataset'
+    >>> [p.name for p in plot_report(rep, pathlib.Path(tempfile.mkdtemp()))]
+    ['lengths.png', 'utilization.png']
 """
 
 from __future__ import annotations

@@ -218,21 +218,24 @@ def write_parquet(path: str | os.PathLike, columns_or_batches: Any, schema: Any 
     n = 0
     writer = None
     with atomic_write(path, "wb") as fh:
-        for part in columns_or_batches:
-            table = as_table(part)
+        try:
+            for part in columns_or_batches:
+                table = as_table(part)
+                if writer is None:
+                    writer = pq.ParquetWriter(fh, table.schema)
+                elif table.schema != writer.schema:
+                    table = table.select(writer.schema.names).cast(writer.schema) \
+                        if set(table.schema.names) == set(writer.schema.names) else table
+                writer.write_table(table)
+                n += table.num_rows
             if writer is None:
-                writer = pq.ParquetWriter(fh, table.schema)
-            elif table.schema != writer.schema:
-                table = table.select(writer.schema.names).cast(writer.schema) \
-                    if set(table.schema.names) == set(writer.schema.names) else table
-            writer.write_table(table)
-            n += table.num_rows
-        if writer is None:
-            if schema is None:
-                raise ValueError("nothing to write")
-            writer = pq.ParquetWriter(fh, schema)
-            writer.write_table(schema.empty_table())
-        writer.close()
+                if schema is None:
+                    raise ValueError("nothing to write")
+                writer = pq.ParquetWriter(fh, schema)
+                writer.write_table(schema.empty_table())
+        finally:
+            if writer is not None:  # closed while the file is open, also on failure
+                writer.close()
     return n
 
 
@@ -245,19 +248,32 @@ def _parquet_records(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]],
     import pyarrow as pa
 
     keys: list[str] | None = None
+    written = 0
+
+    def columns(batch: list[Mapping[str, Any]]) -> dict[str, list]:
+        nonlocal keys, written
+        if keys is None:  # the schema: every field of the first batch
+            keys = list(dict.fromkeys(k for r in batch for k in r))
+        else:
+            known = set(keys)
+            for i, r in enumerate(batch):
+                extra = [k for k in r if k not in known]
+                if extra:  # a column cannot be added once rows are written: never drop it
+                    raise InputError(f"record {written + i} has field(s) {extra} that the first "
+                                     f"{batch_size:,} records lack, and a Parquet file has one "
+                                     "set of columns; write .jsonl instead")
+        written += len(batch)
+        return _columns(batch, keys)
 
     def tables() -> Iterator[dict[str, list]]:
-        nonlocal keys
         batch: list[Mapping[str, Any]] = []
         for row in rows:
             batch.append(row)
             if len(batch) == batch_size:
-                keys = keys or list(dict.fromkeys(k for r in batch for k in r))
-                yield _columns(batch, keys)
+                yield columns(batch)
                 batch = []
         if batch:
-            keys = keys or list(dict.fromkeys(k for r in batch for k in r))
-            yield _columns(batch, keys)
+            yield columns(batch)
 
     try:
         return write_parquet(path, tables(), schema=pa.schema([]))

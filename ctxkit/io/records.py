@@ -51,6 +51,7 @@ __all__ = [
 TEMPLATES = ("alpaca", "messages")
 _ALPACA_OUTPUT_KEYS = ("output", "response", "completion")
 _WS = re.compile(r"[ \t\n\r]*")
+_BOM = b"\xef\xbb\xbf"  # Windows tools start UTF-8 files with it; JSON forbids it
 
 
 @dataclass
@@ -196,6 +197,8 @@ def _iter_jsonl(path: Path) -> Iterator[Row]:
     source = str(path)
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
+            if lineno == 1:
+                raw = raw.removeprefix(_BOM)
             if not raw.strip():
                 continue
             loc = Location(source, lineno)
@@ -212,7 +215,7 @@ def _iter_jsonl(path: Path) -> Iterator[Row]:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_bytes().decode("utf-8")
+        return path.read_bytes().removeprefix(_BOM).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RecordError(str(path), None, f"not valid UTF-8 (byte {exc.start})") from None
 
@@ -267,7 +270,9 @@ def _iter_json(path: Path) -> Iterator[Row]:
     except json.JSONDecodeError as exc:
         raise _json_error(path, exc) from None
     if isinstance(data, Mapping):
-        lists = [v for v in data.values() if isinstance(v, list)]
+        # {"data": [{...}, ...]}: one list of objects (a record's list of tags is no wrapper)
+        lists = [v for v in data.values()
+                 if isinstance(v, list) and v and all(isinstance(x, Mapping) for x in v)]
         if len(lists) == 1 and not any(k in data for k in MESSAGE_KEYS):
             for element, obj in enumerate(lists[0]):  # lines unknown inside a wrapper
                 yield Location(str(path), element=element), obj, None
@@ -309,7 +314,7 @@ def _format_of(path: Path) -> str:
         # Many ".json" files are really JSON lines: objects each alone on a line. A file of
         # one line is a JSON document (``{"data": [...]}`` must not become one record).
         with open(path, "rb") as fh:
-            first = fh.readline()
+            first = fh.readline().removeprefix(_BOM)
             if first.lstrip().startswith(b"{") and not _is_single_document(fh):
                 try:
                     json.loads(first)
@@ -359,8 +364,15 @@ def read_records(
     ``FileNotFoundError``), a directory an ``InputError``.
 
     Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.jsonl")
+        >>> with open(path, "w") as f:
+        ...     _ = f.write('{"text": "ok"}\\nnot json\\n{"text": "fine"}\\n')
         >>> report = ReadReport()
-        >>> # good = list(read_records("x.jsonl", field="text", on_error="skip", report=report))
+        >>> [r.text for r in read_records(path, field="text", on_error="skip", report=report)]
+        ['ok', 'fine']
+        >>> report.n_skipped
+        1
     """
     if on_error not in ("raise", "skip"):
         raise ValueError("on_error must be 'raise' or 'skip'")

@@ -84,7 +84,7 @@ def _bare_message_list(source: Source) -> list[Any] | None:
     if source.path.suffix.lower() != ".json":
         return None
     try:
-        data = json.loads(source.path.read_bytes().decode("utf-8"))
+        data = json.loads(source.path.read_bytes().decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None  # read_records reports it with its location
     if isinstance(data, list) and data and all(

@@ -65,6 +65,9 @@ class Source:
     id_field: str | None = None
     skip_bad: bool = False
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))  # a str from Python works too
+
     def check(self) -> None:
         """Options first, then that the input is a readable file."""
         if self.template is not None and self.template not in TEMPLATES:
@@ -107,6 +110,11 @@ class Target:
     report: Path | None = None
     in_place: bool = False
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "output", Path(self.output))
+        if self.report is not None:
+            object.__setattr__(self, "report", Path(self.report))
+
     def check(self, inputs: tuple[Path, ...] = (), *, directory: bool = False) -> None:
         """Refuse targets that would lose data or cannot be written: a directory where a file
         goes (or a file where a directory goes), a file where a parent directory must be, the
@@ -122,8 +130,8 @@ class Target:
             raise InputError(f"output {out} is a directory; give a file name")
         for src in inputs:
             if not directory and _same_file(out, src) and not self.in_place:
-                raise InputError(f"output {out} is the input file; give another -o, or "
-                                 "--in-place to replace the input")
+                raise InputError(f"output {out} is the input file; give another -o",
+                                 hint="or --in-place to replace the input")
         if self.report is not None:
             rep = self.report
             if rep.is_dir():
@@ -178,7 +186,7 @@ def read_text_file(path: Path) -> str:
     """A whole UTF-8 text file; an empty one is an error (the empty-input policy)."""
     check_input(path)
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not valid UTF-8 (byte {exc.start}); convert it to UTF-8 "
                          "first") from None

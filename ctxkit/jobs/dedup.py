@@ -38,6 +38,11 @@ def parse_threshold(value: str | None) -> float | dict[str, float] | None:
                                          f"got {value!r}") from None
 
 
+def _where(rec: Any) -> dict[str, Any]:
+    """``line`` (None for Parquet) and the JSON element or Parquet row of a record."""
+    return {"line": rec.line, **(rec.location.to_dict() if rec.location else {})}
+
+
 @dataclass
 class DedupReport(JobReport):
     """Records in, kept, and one entry per removed record (its id, line, the kept id it
@@ -50,6 +55,7 @@ class DedupReport(JobReport):
     kept: int = 0
     duplicates: list[dict[str, Any]] = field(default_factory=list)
     stages: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> list[tuple[str, Any]]:
         return [("records", self.records), ("kept", self.kept),
@@ -61,7 +67,7 @@ class DedupReport(JobReport):
             "threshold": self.threshold, "keep": self.keep, "records": self.records,
             "kept": self.kept, "removed": len(self.duplicates),
             "skipped": self.read.to_dict()["skipped"], "stages": self.stages,
-            "duplicates": self.duplicates,
+            "warnings": self.warnings, "duplicates": self.duplicates,
         }
 
 
@@ -77,6 +83,7 @@ def run_dedup(
     unit: str = "char",
     punctuation: bool = False,
     seed: int = 1,
+    boilerplate: float | None = None,
     progress: Progress = no_progress,
 ) -> DedupReport:
     """Remove duplicate records of ``source`` and write the kept ones, unchanged, to
@@ -135,24 +142,25 @@ def run_dedup(
                             yield rec.raw
                         else:
                             report.duplicates.append({
-                                "id": rec.id, "line": rec.line, "duplicate_of": first_ids[first],
+                                "id": rec.id, **_where(rec), "duplicate_of": first_ids[first],
                                 "method": "exact", "similarity": 1.0})
 
             report.kept = write_records(out_tmp, streamed(), fmt=suffix)
             report.records = report.read.read
         else:
-            texts, ids, lines = [], [], []
+            texts, ids, wheres = [], [], []
             with progress("reading") as advance:
                 for rec in source.records(report.read):
                     texts.append(rec.text)
                     ids.append(rec.id)
-                    lines.append(rec.line)
+                    wheres.append(_where(rec))
                     advance()
             require_records(len(texts), source, report.read)
             options: dict[str, Any] = {"normalization": norm} \
                 if {"exact", "minhash"} & set(stages) else {}
             if "minhash" in stages:
-                options.update(num_perm=num_perm, ngram=ngram, unit=unit)
+                options.update(num_perm=num_perm, ngram=ngram, unit=unit,
+                               boilerplate=boilerplate)
             if {"minhash", "semantic"} & set(stages):
                 options["seed"] = seed
             with progress(f"dedup ({', '.join(stages)})", len(stages)) as advance:
@@ -161,10 +169,11 @@ def run_dedup(
                 except (ValueError, TypeError) as exc:
                     raise InputError(str(exc)) from None
                 advance(len(stages))
-            report.stages = result.info
+            report.stages, report.warnings = result.info, result.warnings
+            report.notes += [f"warning: {w}" for w in result.warnings]
             # ledger() lists removed items in index order, as result.removed does
             for row, i in zip(result.ledger(ids), result.removed):
-                report.duplicates.append({**row, "line": lines[i]})
+                report.duplicates.append({**row, **wheres[i]})
             keep_mask = result.duplicate_of < 0
 
             def kept_rows() -> Iterator[dict]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import time
@@ -121,11 +122,15 @@ def run_embed(
         out_tmp = staged.path(target.output)
         if suffix == ".npy":
             ids_tmp = None if ids_target is None else staged.path(ids_target)
-            with open(ids_tmp or "/dev/null", "w", encoding="utf-8") as id_fh:
+            with contextlib.ExitStack() as stack:
+                id_fh = None if ids_tmp is None else stack.enter_context(
+                    open(ids_tmp, "w", encoding="utf-8"))
+
                 def vectors() -> Iterator[Any]:
                     for chunk_ids, vecs in chunks():
-                        id_fh.writelines(json.dumps(i, ensure_ascii=False) + "\n"
-                                         for i in chunk_ids)
+                        if id_fh is not None:
+                            id_fh.writelines(json.dumps(i, ensure_ascii=False) + "\n"
+                                             for i in chunk_ids)
                         yield vecs
 
                 write_npy(out_tmp, vectors(), enc.dim)

@@ -32,16 +32,10 @@ Strategies
     ``bfd``; its cost depends on the number of distinct lengths and the capacity, not on the
     number of inputs.
 
-Global packing, and TRL's block loss
-------------------------------------
-TRL's ``pack_dataset`` runs BFD inside ``datasets.map(batched=True)``, i.e. separately on
-blocks of 1,000 examples. Every block ends with its own partly filled windows, so at 8,192 tokens
-(about 30 windows per block of short examples) it loses up to 7% utilisation, e.g. 29 windows for
-a lower bound of 27. ctxkit plans on the lengths of the *whole* dataset at once: a plan for
-1,000,000 lengths is a few arrays of integers and takes well under a second, so there is no
-reason to cut the data into blocks, and only the very last windows of the whole dataset can be
-partly filled. For data that does not fit in memory, :mod:`ctxkit.packing.online` packs a stream
-with a bounded buffer and reports what that costs against the global plan.
+Plans are global: one plan over the lengths of the whole dataset, so only its last windows
+can be partly filled (packing in blocks of 1,000, as TRL does, leaves partly filled windows at
+the end of every block; ``docs/packing.md`` has the measurements). For data that does not fit
+in memory, :mod:`ctxkit.packing.online` packs a stream with a bounded buffer.
 
 Overflow (inputs longer than ``capacity``)
 ------------------------------------------
@@ -51,6 +45,11 @@ windows by design, so there ``error`` and ``split`` both let long inputs span wi
 ``truncate`` keeps the first ``capacity`` tokens; ``drop`` leaves it out. Split, truncated and
 dropped inputs are listed on the plan; zero-length inputs are never placed and are listed in
 ``empty``. So every input token is either placed exactly once or reported.
+
+Example:
+    >>> plan = pack_lengths([3, 5, 2, 6, 12], capacity=8, overflow="split")
+    >>> plan.n_bins, plan.lower_bound, plan.split.tolist()
+    (4, 4, [4])
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
-"""The demo: a generated instruction dataset, tokenized and packed, compared across strategies.
+"""The demo's data, generated from a seed with no external files.
 
-:func:`demo_records` writes Alpaca-style records (``instruction``, ``input``, ``output``) from a
-seed, with no external data: explanations, summaries, sentiment labels, worked arithmetic,
-Python functions, tip lists, emails, date extraction, rewrites and short stories. Their lengths
-are mixed as in real instruction data: many short answers, a long tail of long ones.
-:func:`run_demo` tokenizes them (prompt masked from the loss), packs them and compares
-strategies; ``ctxkit demo`` prints the result.
+:func:`demo_records` writes Alpaca-style records (``instruction``, ``input``, ``output``):
+explanations, summaries, sentiment labels, worked arithmetic, Python functions, tip lists,
+emails, date extraction, rewrites and short stories. Their lengths are mixed as in real
+instruction data: many short answers, a long tail of long ones.
+:func:`demo_dataset` plants re-scraped near copies among them (reformatted or lightly edited,
+as crawled instruction data has them) and says which record each copy came from.
+:func:`demo_chat` writes a long support-style chat history with filler turns, a re-asked
+question and one fact, stated early, that the last question asks for.
 
 Example:
     >>> recs = demo_records(3, seed=0)
@@ -17,13 +19,11 @@ Example:
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DemoResult", "StrategyRow", "demo_records", "run_demo"]
+__all__ = ["DemoChat", "DemoData", "demo_chat", "demo_dataset", "demo_records"]
 
 TOPICS = [
     "photosynthesis", "the water cycle", "binary search", "compound interest", "plate tectonics",
@@ -226,85 +226,134 @@ def demo_records(n: int = 2000, seed: int = 0) -> list[dict[str, str]]:
     return out
 
 
-@dataclass
-class StrategyRow:
-    """One way to fill windows: how many, how full, how long planning took."""
+# ----- near copies: the same record scraped twice, reformatted or lightly edited -----
 
-    method: str
-    windows: int
-    utilization: float
-    padding_tokens: int
-    seconds: float
+_OPENERS = ["Sure! ", "Here you go:\n", "Of course. ", "Great question! "]
+_CLOSERS = [" Hope this helps!", "\n\nLet me know if you need more.", " Thanks for asking."]
 
 
-@dataclass
-class DemoResult:
-    n_records: int
-    capacity: int
-    tokenizer: str
-    total_tokens: int
-    target_tokens: int
-    max_length: int
-    mean_length: float
-    batch: Any  # PackedBatch packed with bfd
-    rows: list[StrategyRow] = field(default_factory=list)
-    tokenize_seconds: float = 0.0
+def _reformat(rec: dict[str, str], rng: np.random.Generator) -> dict[str, str]:
+    """Case and whitespace changes only: the same text once normalised."""
+    out = dict(rec)
+    out["instruction"] = rec["instruction"].lower() if rng.random() < 0.5 \
+        else "  " + rec["instruction"].upper()
+    out["output"] = rec["output"].replace(" ", "  ", int(rng.integers(1, 4))) + "\n"
+    return out
 
 
-def run_demo(n: int = 2000, capacity: int = 2048, seed: int = 0,
-             tokenizer: str = "cl100k_base", overflow: str = "truncate") -> DemoResult:
-    """Generate, tokenize (prompt masked, EOS after each record), pack with bfd, compare.
+def _edit(rec: dict[str, str], rng: np.random.Generator) -> dict[str, str]:
+    """A chatty opener or closer, and one word of the response dropped."""
+    out = dict(rec)
+    words = rec["output"].split(" ")
+    if len(words) > 8:
+        del words[int(rng.integers(1, len(words) - 1))]
+    text = " ".join(words)
+    if rng.random() < 0.5:
+        text = _OPENERS[rng.integers(len(_OPENERS))] + text
+    else:
+        text = text + _CLOSERS[rng.integers(len(_CLOSERS))]
+    out["output"] = text
+    return out
+
+
+@dataclass(frozen=True)
+class DemoData:
+    """Generated records and, per record, the index of the record it copies (-1 if none)."""
+
+    records: list[dict[str, str]]
+    copy_of: np.ndarray
+
+    @property
+    def n_copies(self) -> int:
+        return int((self.copy_of >= 0).sum())
+
+
+def demo_dataset(n: int = 2000, seed: int = 0, near_copies: float = 0.05) -> DemoData:
+    """:func:`demo_records` with a share ``near_copies`` of them replaced by near copies.
+
+    Each copy repeats an earlier record, either reformatted (case, whitespace) or lightly
+    edited (an opener or closer added, one word dropped); ``copy_of`` says which. Records keep
+    their positional ids, so a copy's id differs from its source's, as in scraped data.
 
     Example:
-        >>> res = run_demo(50, capacity=1024)
-        >>> res.batch.n_windows >= res.batch.lower_bound
+        >>> data = demo_dataset(200, seed=0, near_copies=0.1)
+        >>> data.n_copies, len(data.records)
+        (20, 200)
+        >>> int(data.copy_of[data.copy_of >= 0].max()) < 200
         True
     """
-    from ctxkit.io.records import format_alpaca_prompt
-    from ctxkit.io.tokenizers import get_tokenizer
-    from ctxkit.packing.collate import pack_arrays
-    from ctxkit.packing.plan import pack_lengths
-
-    tok = get_tokenizer(tokenizer)
+    if not 0.0 <= near_copies < 1.0:
+        raise ValueError(f"near_copies must be in [0, 1), got {near_copies}")
     records = demo_records(n, seed)
-    t0 = time.perf_counter()
-    prompts = tok.encode_batch([format_alpaca_prompt(r["instruction"], r["input"])
-                                for r in records])
-    outputs = tok.encode_batch([r["output"] for r in records])
-    tokenize_seconds = time.perf_counter() - t0
-    lengths = np.array([len(p) + len(o) for p, o in zip(prompts, outputs)], dtype=np.int64)
-    tokens = np.fromiter((t for p, o in zip(prompts, outputs) for t in (*p, *o)),
-                         dtype=np.int64, count=int(lengths.sum()))
-    mask = np.concatenate([np.r_[np.zeros(len(p), bool), np.ones(len(o), bool)]
-                           for p, o in zip(prompts, outputs)]) if records else np.zeros(0, bool)
-    batch = pack_arrays(tokens, lengths, capacity, strategy="bfd", separator_id=tok.eos_id,
-                        completion_mask=mask, overflow=overflow, seed=seed)
-    with_sep = lengths + (1 if tok.eos_id is not None else 0)
-    rows = []
-    placed = np.minimum(with_sep, capacity) if overflow == "truncate" else with_sep
-    total = int(placed.sum())
-    rows.append(StrategyRow("padding, 1 per row", int(placed.size),
-                            total / (placed.size * capacity) if placed.size else 0.0,
-                            int(placed.size * capacity - total), 0.0))
-    # TRL's pack_dataset runs BFD per datasets.map block of 1,000 examples; ctxkit plans globally
-    t0 = time.perf_counter()
-    blocks = [pack_lengths(with_sep[i:i + 1000], capacity, overflow=overflow)
-              for i in range(0, with_sep.size, 1000)]
-    n_block = sum(b.n_bins for b in blocks)
-    rows.append(StrategyRow("bfd, blocks of 1,000 (TRL)", n_block,
-                            total / (n_block * capacity) if n_block else 0.0,
-                            n_block * capacity - total, time.perf_counter() - t0))
-    for strategy in ("greedy", "bfd", "optimal"):
-        t0 = time.perf_counter()
-        plan = pack_lengths(with_sep, capacity, strategy=strategy, overflow=overflow, seed=seed)
-        rows.append(StrategyRow(strategy, plan.n_bins, plan.utilization, plan.padding_tokens,
-                                time.perf_counter() - t0))
-    order = ["padding, 1 per row", "greedy", "bfd, blocks of 1,000 (TRL)", "bfd", "optimal"]
-    rows.sort(key=lambda row: order.index(row.method))
-    return DemoResult(
-        n_records=len(records), capacity=capacity, tokenizer=tok.name,
-        total_tokens=int(lengths.sum()), target_tokens=int(mask.sum()),
-        max_length=int(lengths.max()) if lengths.size else 0,
-        mean_length=float(lengths.mean()) if lengths.size else 0.0,
-        batch=batch, rows=rows, tokenize_seconds=tokenize_seconds,
-    )
+    copy_of = np.full(n, -1, dtype=np.int64)
+    rng = np.random.default_rng([seed, 1])  # its own stream: the originals do not change
+    k = min(int(round(near_copies * n)), max(n - 1, 0))
+    for pos in np.sort(rng.choice(np.arange(1, n), size=k, replace=False)) if k else []:
+        src = int(rng.integers(0, pos))
+        change = _reformat if rng.random() < 0.4 else _edit
+        records[pos] = {**change(records[src], rng), "id": records[pos]["id"]}
+        copy_of[pos] = src
+    return DemoData(records, copy_of)
+
+
+# ----- a long chat history whose last question needs one early fact -----
+
+_GREETINGS = ["thanks!", "ok", "great, thank you", "got it", "cool", "perfect, thanks"]
+_REPLIES = ["You're welcome!", "Glad to help.", "Anytime!", "Happy to help."]
+
+
+@dataclass(frozen=True)
+class DemoChat:
+    """A chat history (OpenAI messages) and the fact its last question asks for."""
+
+    messages: list[dict[str, str]]
+    fact: str
+
+
+def demo_chat(turns: int = 40, seed: int = 0) -> DemoChat:
+    """A support-style history of ``turns`` user turns, all but the last one answered.
+
+    The second user turn states a project code; later turns ask for explanations and tips,
+    say thanks, and re-ask an earlier question; the last one asks for the code again.
+
+    Example:
+        >>> chat = demo_chat(10, seed=0)
+        >>> chat.messages[0]["role"], chat.messages[-1]["role"], len(chat.messages)
+        ('system', 'user', 20)
+        >>> any(chat.fact in m["content"] for m in chat.messages[1:5])
+        True
+    """
+    if turns < 3:
+        raise ValueError(f"turns must be >= 3 (greeting, fact, question), got {turns}")
+    rng = np.random.default_rng([seed, 2])
+    letters = "".join(chr(65 + int(c)) for c in rng.integers(0, 26, 2))
+    fact = f"{letters}-{int(rng.integers(1000, 10000))}"
+    msgs = [{"role": "system", "content": "You are a patient tutor. Answer clearly and "
+                                          "keep track of what the user tells you."},
+            {"role": "user", "content": "Hi! I have a few questions for my study group."},
+            {"role": "assistant", "content": "Hello! Ask away, I'm happy to help."},
+            {"role": "user", "content": f"First, for the record: our project code is {fact}. "
+                                        "I'll need it later for the report."},
+            {"role": "assistant", "content": f"Noted: your project code is {fact}."}]
+    asked: list[str] = []
+    for _ in range(turns - 3):
+        kind = rng.random()
+        if kind < 0.2:
+            msgs += [{"role": "user", "content": _GREETINGS[rng.integers(len(_GREETINGS))]},
+                     {"role": "assistant", "content": _REPLIES[rng.integers(len(_REPLIES))]}]
+            continue
+        if kind < 0.3 and asked:  # re-asked: the same question again, a few turns later
+            question = asked[int(rng.integers(len(asked)))]
+        elif kind < 0.5:
+            question = f"Can you give me some tips for {ACTIVITIES[rng.integers(len(ACTIVITIES))]}?"
+        else:
+            topic, aud = TOPICS[rng.integers(len(TOPICS))], AUDIENCES[rng.integers(len(AUDIENCES))]
+            question = f"How would you explain {topic} to {aud}?"
+        asked.append(question)
+        topic = question.split(" explain ")[-1].split(" to ")[0] if " explain " in question \
+            else None
+        answer = "\n\n".join(_paragraph(rng, int(rng.integers(2, 5)), topic)
+                             for _ in range(int(rng.integers(1, 3))))
+        msgs += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    msgs.append({"role": "user", "content": "Before I go: what was our project code again?"})
+    return DemoChat(msgs, fact)

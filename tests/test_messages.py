@@ -1,0 +1,84 @@
+"""The one chat-message parser (ctxkit.io.messages) and the stages that share it."""
+
+import json
+
+import pytest
+
+from ctxkit.compression.chat import compress_chat, count_chat_tokens
+from ctxkit.deduplication.messages import dedup_messages
+from ctxkit.io.messages import message_format, normalize_messages, parse_messages
+from ctxkit.io.records import read_records
+
+OPENAI = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "How do I reverse a list in Python?"},
+    {"role": "assistant", "content": "Use xs[::-1]."},
+    {"role": "user", "content": [{"type": "text", "text": "how do I reverse a list in "},
+                                 {"type": "text", "text": "python??"}]},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function"}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "42"},
+    {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}},
+                                 {"type": "text", "text": "and this?"}]},
+]
+# the same conversation as ShareGPT turns (no tool ids, no parts: ShareGPT has neither)
+SHAREGPT = [
+    {"from": "system", "value": "Be brief."},
+    {"from": "human", "value": "How do I reverse a list in Python?"},
+    {"from": "gpt", "value": "Use xs[::-1]."},
+    {"from": "human", "value": "how do I reverse a list in python??"},
+    {"from": "function_call", "value": '{"name": "calc"}'},
+    {"from": "observation", "value": "42"},
+    {"from": "human", "value": "and this?"},
+]
+
+
+def test_views_of_both_formats_agree():
+    a, b = parse_messages(OPENAI), parse_messages(SHAREGPT)
+    assert [m.role for m in a] == ["system", "user", "assistant", "user", "assistant", "tool",
+                                   "user"]
+    # ShareGPT's tool turns keep their names; what they are is in calls_tool / is_tool_result
+    assert [m.role for m in b] == ["system", "user", "assistant", "user", "function_call",
+                                   "observation", "user"]
+    assert [m.text for m in a][:4] == [m.text for m in b][:4]
+    assert a[3].text == "how do I reverse a list in python??" and not a[3].media
+    assert a[6].media and a[6].text == "and this?"
+    assert a[4].calls_tool and a[4].tool_call_ids == ("c1",) and a[5].tool_call_id == "c1"
+    assert b[4].calls_tool and b[5].is_tool_result and a[5].is_tool_result
+    assert message_format(OPENAI) == "openai" and message_format(SHAREGPT) == "sharegpt"
+
+
+@pytest.mark.parametrize(("messages", "error", "match"), [
+    ("hi", TypeError, "must be a list of messages, got str"),
+    ([{"role": "user", "content": "a"}, {"from": "gpt", "value": "b"}], ValueError, "mix"),
+    ([{"speaker": "x"}], ValueError, r"message 0 has neither 'role'"),
+    ([{"role": "user", "content": 5}], ValueError, "message 0 content is int"),
+    (["text"], TypeError, "message 0 is str"),
+])
+def test_bad_conversations_fail_the_same_way_in_every_stage(messages, error, match):
+    with pytest.raises(error, match=match):
+        parse_messages(messages)
+    with pytest.raises(error, match=match):
+        dedup_messages(messages)
+    with pytest.raises(error, match=match):
+        count_chat_tokens(messages)
+
+
+def test_dedup_messages_accepts_sharegpt_like_compress_chat():
+    for messages in (OPENAI, SHAREGPT):
+        out = dedup_messages(messages)
+        # the re-asked question goes (the latest copy stays); system and tool turns never do
+        assert [(e["index"], e["duplicate_of"]) for e in out.ledger] == [(1, 3)]
+        assert out.messages[0] is messages[0]  # the caller's dicts, unchanged
+        assert compress_chat(messages, budget=1000).kept == list(range(len(messages)))
+
+
+def test_records_normalize_with_the_same_parser(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({"conversations": SHAREGPT}) + "\n"
+                    + json.dumps({"messages": OPENAI}) + "\n")
+    a, b = read_records(path, template="messages")
+    assert [m["role"] for m in a.messages] == [m.role for m in parse_messages(SHAREGPT)]
+    assert b.messages[3]["content"] == "how do I reverse a list in python??"
+    assert b.messages[4]["tool_calls"] == [{"id": "c1", "type": "function"}]
+    assert normalize_messages([{"from": "human", "value": "hi", "weight": 1}]) == [
+        {"role": "user", "content": "hi", "weight": 1}]
