@@ -405,8 +405,9 @@ def compress_cmd(
         "--query", "-q", help="Keep what answers this.")] = None,
     query_field: Annotated[str | None, typer.Option(
         help="Per-record query field (records).")] = None,
-    scorer: Annotated[str, typer.Option(help="idf | embedding | lm")] = "idf",
-    granularity: Annotated[str, typer.Option(help="sentence | token | chunk")] = "sentence",
+    scorer: Annotated[str, typer.Option(help="embedding | idf | lm")] = "embedding",
+    granularity: Annotated[str, typer.Option(
+        help="coarse-to-fine | sentence | token | chunk")] = "coarse-to-fine",
     tokenizer: Annotated[str, typer.Option(
         help="Tokenizer the budget is counted in.")] = "cl100k_base",
     force_keep: Annotated[list[str] | None, typer.Option(
@@ -444,8 +445,7 @@ def chat_cmd(
     keep_system: Annotated[bool, typer.Option(help="Keep system messages verbatim.")] = True,
     query: Annotated[str | None, typer.Option(
         "--query", "-q", help="Relevance target (default: last user turn).")] = None,
-    scorer: Annotated[str, typer.Option(
-        help="embedding (MiniLM + BM25, the default) | idf | lm")] = "embedding",
+    scorer: Annotated[str, typer.Option(help="embedding | idf | lm")] = "embedding",
     tokenizer: Annotated[str, typer.Option(
         help="Tokenizer the budget is counted in.")] = "cl100k_base",
     alternate: Annotated[bool, typer.Option(

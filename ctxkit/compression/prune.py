@@ -256,13 +256,13 @@ def _inputs(text_or_chunks: str | Sequence[str], granularity: str
         joins = [sep for _, sep in paras] or [""]
     elif isinstance(text_or_chunks, (list, tuple)):
         chunks = list(text_or_chunks)
-        for i, c in enumerate(chunks):
-            if not isinstance(c, str):
-                raise TypeError(f"chunk {i} is {type(c).__name__}, not str")
         joins = ["\n\n"] * (len(chunks) - 1) + [""]
     else:
         raise TypeError("compress needs a str or a list of str chunks, got "
                         f"{type(text_or_chunks).__name__}")
+    for i, c in enumerate(chunks):
+        if not isinstance(c, str):
+            raise TypeError(f"chunk {i} is {type(c).__name__}, not str")
     units: list[tuple[str, str]] = []
     owner: list[int] = []
     for ci, chunk in enumerate(chunks):
