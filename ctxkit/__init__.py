@@ -31,6 +31,7 @@ _EXPORTS = {
     "pack": "ctxkit.packing.collate",
     "PackedBatch": "ctxkit.packing.collate",
     "PackedCollator": "ctxkit.packing.collate",
+    "PackOptions": "ctxkit.packing.options",
     "pack_dataset": "ctxkit.packing.hf",
     "dedup": "ctxkit.deduplication.pipeline",
     "DedupResult": "ctxkit.deduplication.result",
@@ -48,6 +49,7 @@ _EXPORTS = {
     "ChatCompression": "ctxkit.compression.chat",
     "ChatMemory": "ctxkit.compression.memory",
     "PackedEncoder": "ctxkit.embedding.encoder",
+    "EmbedOptions": "ctxkit.embedding.options",
     "evaluate": "ctxkit.evaluation.harness",
     "EvalReport": "ctxkit.evaluation.harness",
 }

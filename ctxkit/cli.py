@@ -208,8 +208,11 @@ def pack_cmd(
     """Tokenize records and pack them into full context windows (no cross-contamination)."""
     if ray_address is not None:
         return run_on_ray("pack", ray_address, input_path, output, field=field,
-                          id_field=id_field, capacity=capacity, tokenizer=tokenizer,
-                          strategy=strategy, overflow=overflow)
+                          id_field=id_field, template=template, skip_bad=skip_bad,
+                          report_path=report_path, capacity=capacity, tokenizer=tokenizer,
+                          strategy=strategy, separator=separator, overflow=overflow,
+                          layout=layout, seed=seed, pad_id=pad_id,
+                          train_on_prompt=train_on_prompt, label_separators=label_separators)
     from ctxkit.jobs import run_pack
 
     render(run_pack(
@@ -335,7 +338,8 @@ def dedup_cmd(
                               "whole corpus and does not run with --ray; strip templates first "
                               "or pick the varying --field")
         return run_on_ray("dedup", ray_address, input_path, output, field=field,
-                          id_field=id_field, report_path=report_path, method=method,
+                          id_field=id_field, template=template, skip_bad=skip_bad,
+                          report_path=report_path, method=method,
                           threshold=parse_threshold(threshold), keep=keep, num_perm=num_perm,
                           ngram=ngram, unit=unit, seed=seed, punctuation=punctuation)
     render(run_dedup(
@@ -379,9 +383,10 @@ def embed_cmd(
     """Embed every record's text with packed passes; same vectors as sentence-transformers."""
     if ray_address is not None:
         return run_on_ray("embed", ray_address, input_path, output, field=field,
-                          id_field=id_field, model=model, batch_size=chunk_size,
-                          normalize=normalize, device=device, dtype=dtype,
-                          batch_tokens=batch_tokens)
+                          id_field=id_field, template=template, skip_bad=skip_bad,
+                          report_path=summary_json, ids=ids, model=model,
+                          chunk_size=chunk_size, normalize=normalize, device=device,
+                          dtype=dtype, batch_tokens=batch_tokens)
     from ctxkit.jobs import run_embed
 
     render(run_embed(

@@ -120,6 +120,7 @@ def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
     """Items/s of each block function in this process, pinned to one thread."""
     from ctxkit.distributed.packing import _pack_block
     from ctxkit.io.tokenizers import get_tokenizer
+    from ctxkit.packing.options import PackOptions
 
     try:
         import torch
@@ -138,7 +139,8 @@ def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
     col = np.empty(n, dtype=object)
     col[:] = ids
     batch = {"_row": rows, "input_ids": col}
-    t = best_of(lambda: _pack_block(batch, "input_ids", True, 2048, "bfd", "truncate"), repeat)
+    opts = PackOptions(capacity=2048, overflow="truncate")
+    t = best_of(lambda: _pack_block(batch, "input_ids", None, None, True, opts), repeat)
     out["pack_block_bfd"] = {"items": n, "seconds": t, "per_s": n / t, "unit": "sequences"}
     out["tokens_per_text"] = float(lengths.mean())
     try:
@@ -199,6 +201,7 @@ def peak_memory(texts: list[str], batch: int = 4096) -> dict[str, Any]:
 
     from ctxkit.distributed.packing import _pack_block
     from ctxkit.io.tokenizers import get_tokenizer
+    from ctxkit.packing.options import PackOptions
 
     texts = texts[:batch]
     n = len(texts)
@@ -216,8 +219,8 @@ def peak_memory(texts: list[str], batch: int = 4096) -> dict[str, Any]:
     col = np.empty(n, dtype=object)
     col[:] = [np.asarray(tok.encode(t), dtype=np.int64) for t in texts]
     out["pack_block_bytes"] = peak(
-        lambda: _pack_block({"_row": rows, "input_ids": col}, "input_ids", True, 2048, "bfd",
-                            "truncate"))
+        lambda: _pack_block({"_row": rows, "input_ids": col}, "input_ids", None, None, True,
+                            PackOptions(capacity=2048, overflow="truncate")))
     try:
         from ctxkit.deduplication.minhash import choose_bands
         from ctxkit.distributed.minhash import _band_rows, _bucket_pairs, _sign_block

@@ -126,11 +126,11 @@ def layout_runner(enc, layout: str, batch_texts: int = 32):
         elif layout == "token_sorted":
             order = np.argsort(-lens, kind="stable")
             groups = [order[s:s + batch_texts] for s in range(0, len(order), batch_texts)]
-        elif layout == "token_budget":  # token-sorted, batches of ~max_tokens_per_batch slots
+        elif layout == "token_budget":  # token-sorted, batches of ~batch_tokens slots
             order = np.argsort(-lens, kind="stable")
             groups, s = [], 0
             while s < len(order):
-                per = max(1, enc.max_tokens_per_batch // int(lens[order[s]]))
+                per = max(1, enc.batch_tokens // int(lens[order[s]]))
                 groups.append(order[s:s + per])
                 s += per
         else:
@@ -142,7 +142,7 @@ def layout_runner(enc, layout: str, batch_texts: int = 32):
                 yield build_batch(tk.ids, tk.offsets, lens, [np.array([i]) for i in g], cap,
                                   enc.backbone.pad_id)
 
-        return enc._encode_tokenized(tk, enc.max_tokens_per_batch, None, EncodeStats(),
+        return enc._encode_tokenized(tk, enc.batch_tokens, None, EncodeStats(),
                                      batches())
 
     return run
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.set_num_threads(args.threads)
     model = SentenceTransformer(str(minilm_path()), device=args.device)
-    enc = PackedEncoder(device=args.device, max_tokens_per_batch=args.batch_tokens)
+    enc = PackedEncoder(device=args.device, batch_tokens=args.batch_tokens)
     sets, source = load_sets(max(args.n, args.fidelity_n // 2))
 
     # Fidelity: every vector against encode(batch_size=32), fp32.
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> dict:
             "ours_token_sorted": layout_runner(enc, "token_sorted"),
             "ours_token_budget": layout_runner(enc, "token_budget"),
             "packed_rows_max": PackedEncoder(device=args.device,
-                                             max_tokens_per_batch=args.batch_tokens,
+                                             batch_tokens=args.batch_tokens,
                                              row_length=enc.max_seq_length).encode,
         })
     results = {}

@@ -156,9 +156,9 @@ def test_pack_errors(tmp_path, capsys):
     for args, message in [
         (["-c", "0"], "--capacity must be a positive"),
         (["-c", "64", "--tokenizer", "nope"], "unknown tokenizer 'nope'"),
-        (["-c", "64", "--strategy", "nope"], "unknown --strategy"),
-        (["-c", "64", "--overflow", "nope"], "unknown --overflow"),
-        (["-c", "64", "--layout", "nope"], "unknown --layout"),
+        (["-c", "64", "--strategy", "nope"], "--strategy 'nope' is unknown"),
+        (["-c", "64", "--overflow", "nope"], "--overflow 'nope' is unknown"),
+        (["-c", "64", "--layout", "nope"], "--layout 'nope' is unknown"),
         (["-c", "64", "--separator", "sep"], "--separator must be"),
         (["-c", "64", "--template", "alpaca"], "not both"),
     ]:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import re
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxkit.packing.collate import IGNORE_INDEX, PackedCollator, collate_plan, pack
+from ctxkit.packing.collate import IGNORE_INDEX, PackedCollator, collate_plan, pack, pack_arrays
 from ctxkit.packing.plan import OVERFLOW_POLICIES, STRATEGIES, PackPlan
 
 SEP = 7
@@ -317,3 +319,74 @@ def test_packed_collator():
         PackedCollator(capacity=6)([{"text": "x"}])
     with pytest.raises(ValueError, match="every example"):
         PackedCollator(capacity=6)([{"input_ids": [1], "labels": [1]}, {"input_ids": [2]}])
+
+
+# ---------------------------------------------------------------- PackOptions: one source
+
+
+@pytest.mark.parametrize("capacity", [10**12, 2**63, 2**24 + 1])
+def test_absurd_capacity_is_one_line_error_everywhere(capacity):
+    from ctxkit.packing.online import OnlinePacker
+    from ctxkit.packing.options import PackOptions
+    from ctxkit.packing.plan import pack_lengths
+
+    calls = [lambda: PackOptions(capacity=capacity), lambda: pack([[1, 2]], capacity),
+             lambda: pack_arrays(np.array([1]), np.array([1]), capacity),
+             lambda: PackedCollator(capacity), lambda: pack_lengths([3], capacity),
+             lambda: OnlinePacker(capacity)]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"^capacity [\d,]+ is more than the 16,777,216 "
+                                             r"tokens a window can hold$"):
+            call()
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(layout="rows"), "layout 'rows' is unknown; choose one of padded, flat"),
+    (dict(strategy="bestfit"), "strategy 'bestfit' is unknown; choose one of bfd"),
+    (dict(overflow="wrap"), "overflow 'wrap' is unknown"),
+    (dict(capacity=0), "capacity must be a positive integer, got 0"),
+    (dict(capacity=True), "capacity must be a positive integer, got True"),
+    (dict(capacity=64.0), "capacity must be a positive integer, got 64.0"),
+    (dict(seed=-1), "seed must be a non-negative integer or None"),
+    (dict(separator_id="eos"), "separator_id must be an integer token id or None"),
+    (dict(pad_id=None), "pad_id must be an integer token id, got None"),
+    (dict(label_separators="yes"), "label_separators must be True or False"),
+])
+def test_bad_options_same_message_from_every_entry_point(bad, message):
+    from ctxkit.packing.options import PackOptions
+
+    opts = {"capacity": 64, **bad}
+    for call in (lambda: PackOptions(**opts), lambda: pack([[1, 2]], **opts),
+                 lambda: PackedCollator(**opts)):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            call()
+
+
+def test_options_object_equals_keywords_and_keywords_override_it():
+    from ctxkit.packing.options import PackOptions
+
+    rng = np.random.default_rng(3)
+    seqs = [rng.integers(1, 50, int(n)).tolist() for n in rng.integers(0, 40, 60)]
+    opts = PackOptions(capacity=64, strategy="ffd", separator_id=0, seed=7, layout="flat",
+                       overflow="split", label_separators=True, pad_id=9)
+    by_kw = pack(seqs, 64, strategy="ffd", separator_id=0, seed=7, layout="flat",
+                 overflow="split", label_separators=True, pad_id=9)
+    by_opts = pack(seqs, options=opts)
+    for name in ("input_ids", "labels", "position_ids", "segment_ids", "cu_seqlens"):
+        np.testing.assert_array_equal(getattr(by_opts, name), getattr(by_kw, name))
+    # a keyword that differs from the default overrides the options
+    reseeded = pack(seqs, options=opts, seed=8)
+    np.testing.assert_array_equal(reseeded.input_ids, pack(seqs, options=opts.replace(seed=8))
+                                  .input_ids)
+    assert not np.array_equal(reseeded.segment_input, by_opts.segment_input)
+    assert PackOptions.resolve(opts, capacity=None) is opts
+    collate = PackedCollator(options=opts)
+    assert collate.options == opts
+    np.testing.assert_array_equal(
+        collate.pack([{"input_ids": s} for s in seqs]).input_ids, by_kw.input_ids)
+    with pytest.raises(TypeError, match="needs capacity"):
+        PackedCollator()
+    with pytest.raises(TypeError, match="unknown packing option"):
+        PackOptions.resolve(None, capacity=8, window=3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.capacity = 8

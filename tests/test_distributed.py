@@ -21,8 +21,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 from ctxkit.distributed import (  # noqa: E402
     RayMissingError,
+    WorkerInputError,
     embed,
-    init_ray,
     minhash_dedup,
     pack,
     pair_similarity,
@@ -32,21 +32,6 @@ from ctxkit.distributed import (  # noqa: E402
 )
 from ctxkit.distributed.blocks import expand_ranges  # noqa: E402
 from ctxkit.packing.plan import pack_lengths  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def ray_session():
-    started = not ray.is_initialized()
-    init_ray(num_cpus=2)
-    from ray.data.context import ShuffleStrategy
-
-    ctx = ray.data.DataContext.get_current()
-    saved = ctx.shuffle_strategy
-    ctx.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
-    yield ray
-    ctx.shuffle_strategy = saved
-    if started:
-        ray.shutdown()
 
 
 def _near_duplicate_corpus(n: int = 160, seed: int = 0) -> list[str]:
@@ -223,54 +208,92 @@ def _token_dataset(lengths, blocks=4):
     return ds, seqs
 
 
-def test_pack_global_equals_pack_lengths(ray_session):
-    lengths = np.random.default_rng(0).integers(0, 300, 400)
+def _windows_table(out):
+    """Every window of a DistributedPack as one Arrow table in window order."""
+    import pyarrow as pa
+
+    return pa.concat_tables(ray.get(out.windows.to_arrow_refs())).sort_by("window")
+
+
+@pytest.mark.parametrize("options", [
+    dict(),
+    dict(separator_id=0, overflow="split", seed=3, layout="flat"),
+    dict(separator_id=5, overflow="truncate", strategy="wrapped", pad_id=9),
+    dict(separator_id=2, overflow="drop", strategy="greedy", label_separators=True, seed=1,
+         layout="flat"),
+])
+def test_pack_global_equals_local_pack(ray_session, options):
+    """Same sequences, same options: the windows of ctxkit.pack, column for column."""
+    from ctxkit.packing.collate import pack as local_pack
+    from ctxkit.packing.hf import packed_table
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(0, 300, 240)
     lengths[[5, 17]] = 0
-    ds, seqs = _token_dataset(lengths)
-    out = pack(ds, 512, column="input_ids", mode="global")
-    windows = out.windows.take_all()
-    plan = pack_lengths(lengths, 512)
-    assert sorted(tuple(w["rows"]) for w in windows) == sorted(tuple(b) for b in
-                                                                 map(np.ndarray.tolist, plan.bins))
-    for w in windows:  # tokens in plan order, nothing else
-        assert list(w["input_ids"]) == [t for r in w["rows"] for t in seqs[r]]
-        assert w["tokens"] == len(w["input_ids"]) <= 512
-    assert out.stats["windows"] == plan.n_bins == len(windows)
-    assert {(s["row"], s["reason"]) for s in out.skipped.take_all()} == \
-        {(int(i), "empty") for i in np.flatnonzero(lengths == 0)} >= {(5, "empty"), (17, "empty")}
-    lengths_only = pack(ds, 512, column="n", mode="global")
-    assert sorted(tuple(w["rows"]) for w in lengths_only.windows.take_all()) == \
-        sorted(tuple(w["rows"]) for w in windows)
+    lengths[[3, 40]] = [900, 513]  # over capacity: split, truncated or dropped
+    if not options.get("overflow"):
+        lengths[[3, 40]] = [400, 12]
+    seqs = [rng.integers(1, 1000, int(n)).tolist() for n in lengths]
+    masks = [(rng.random(int(n)) < 0.7).astype(int).tolist() for n in lengths]
+    ds = ray.data.from_items([{"input_ids": s, "mask": m, "id": f"k{i}"}
+                              for i, (s, m) in enumerate(zip(seqs, masks))],
+                             override_num_blocks=4)
+    out = pack(ds, 512, mask_column="mask", id_column="id", **options)
+    got = _windows_table(out)
+    batch = local_pack(seqs, 512, completion_mask=masks, **options)
+    want = packed_table(batch, ids=[f"k{i}" for i in range(len(seqs))])
+    assert got.column("window").to_pylist() == list(range(want.num_rows))
+    assert got.drop_columns(["window"]).equals(want)
+    assert out.stats["windows"] == batch.n_windows and out.stats["tokens"] == batch.total_tokens
+    skipped = {(s["row"], s["reason"]) for s in out.skipped.take_all()}
+    assert skipped >= {(5, "empty"), (17, "empty")}
+    assert {r for r, why in skipped if why == "over capacity"} == set(batch.dropped.tolist())
+
+
+def test_pack_lengths_only_lists_the_plan(ray_session):
+    lengths = np.random.default_rng(0).integers(0, 300, 400)
+    ds, _ = _token_dataset(lengths)
+    plan = pack_lengths(lengths, 512, seed=2)
+    got = _windows_table(pack(ds, 512, column="n", seed=2))
+    assert got.column("source_ids").to_pylist() == [b.tolist() for b in plan.bins]
+    assert got.column("seq_lengths").to_pylist() == [lengths[b].tolist() for b in plan.bins]
 
 
 def test_pack_per_block_places_every_row_once(ray_session):
     lengths = np.random.default_rng(1).integers(1, 200, 300)
     ds, seqs = _token_dataset(lengths, blocks=6)
-    out = pack(ds, 256, column="input_ids", mode="block")
+    out = pack(ds, 256, column="input_ids", mode="block", separator_id=0, layout="flat")
     windows = out.windows.take_all()
-    rows = sorted(r for w in windows for r in w["rows"])
+    rows = sorted(r for w in windows for r in w["source_ids"])
     assert rows == list(range(len(lengths)))
-    for w in windows:
-        assert list(w["input_ids"]) == [t for r in w["rows"] for t in seqs[r]]
-        assert sum(w["lengths"]) == w["tokens"] <= 256
+    assert len({w["window"] for w in windows}) == len(windows)
+    for w in windows:  # each window: its rows' tokens, each followed by the separator
+        assert list(w["input_ids"]) == [t for r in w["source_ids"] for t in seqs[r] + [0]]
+        assert sum(w["seq_lengths"]) == len(w["input_ids"]) <= 256
     block = window_utilization(out.windows, 256)
-    glob = pack_lengths(lengths, 256)
+    glob = pack_lengths(lengths + 1, 256)
     assert block["tokens"] == glob.total_tokens
     assert block["windows"] >= glob.n_bins  # per-block packing never beats the global plan
+    with pytest.raises(ValueError, match="mode='block' keeps each window inside one block"):
+        pack(ds, 256, mode="block", overflow="split")
 
 
-def test_pack_overflow(ray_session):
+def test_pack_overflow_and_options(ray_session):
     ds, _ = _token_dataset([10, 600, 20], blocks=1)
-    with pytest.raises(Exception, match=r"row 1 has 600 tokens, more than capacity 512"):
+    with pytest.raises(ValueError, match=r"^row 1 has 600 tokens, more than capacity 512; 1 "):
         pack(ds, 512, mode="global")
-    with pytest.raises(Exception, match=r"row 1 has 600 tokens"):
+    with pytest.raises(ValueError, match=r"^row 1 has 601 tokens"):  # the separator counts
+        pack(ds, 600, mode="global", separator_id=0)
+    with pytest.raises(ValueError, match=r"row 1 has 600 tokens"):  # from a worker, typed
         pack(ds, 512, mode="block").windows.take_all()
-    cut = pack(ds, 512, mode="global", overflow="truncate").windows.take_all()
-    assert sorted(np.concatenate([w["lengths"] for w in cut]).tolist()) == [10, 20, 512]
-    dropped = pack(ds, 512, mode="global", overflow="drop")
+    cut = _windows_table(pack(ds, 512, overflow="truncate"))
+    assert sorted(np.concatenate(cut.column("seq_lengths").to_pylist()).tolist()) == [10, 20, 512]
+    dropped = pack(ds, 512, overflow="drop")
     assert [s["reason"] for s in dropped.skipped.take_all()] == ["over capacity"]
-    with pytest.raises(ValueError, match="overflow"):
-        pack(ds, 512, overflow="split")
+    with pytest.raises(ValueError, match="more than the 16,777,216 tokens a window can hold"):
+        pack(ds, 10**12)
+    with pytest.raises(ValueError, match="layout 'rows' is unknown"):
+        pack(ds, 512, layout="rows")
 
 
 # ---------------------------------------------------------------- embedding
@@ -316,10 +339,12 @@ def test_embed_rejects_non_text(ray_session):
 
     # The actor's code, run in-process: a bad value is named by its id.
     actor = _EmbedActor(CharEncoder, {}, "text", "id", "embedding", None, None)
-    batch = {"text": np.array(["ok", None], dtype=object), "id": np.array([1, 2])}
-    with pytest.raises(ValueError, match=r"id 2: column 'text' must hold text, got NoneType"):
+    batch = {"text": np.array(["ok", None], dtype=object), "id": np.array([1, 2]),
+             "_row": np.array([0, 1]), "_chunk": np.array([0, 0])}
+    with pytest.raises(WorkerInputError, match=r"id 2: column 'text' must hold text, got None"):
         actor(batch)
-    assert actor({"text": batch["text"][:1], "id": batch["id"][:1]})["embedding"].shape == (1, 16)
+    good = {k: v[:1] for k, v in batch.items()}
+    assert actor(good)["embedding"].shape == (1, 16)
     ds = ray.data.from_items([{"text": "ok", "id": 1}])
     with pytest.raises(ValueError, match="not in the dataset"):
         embed(ds, column="body", encoder=CharEncoder)
@@ -344,7 +369,8 @@ def test_run_command_dedup_and_pack(ray_session, tmp_path):
                             threshold=0.6))
     ref = dedup(texts, method="minhash", threshold=0.6)
     report = json.loads((tmp_path / "dups.json").read_text())
-    assert rows["removed (minhash)"] == ref.n_removed == len(report["removed"])
+    assert rows["removed (minhash)"] == ref.n_removed == report["removed"] == \
+        len(report["duplicates"])
     kept = [json.loads(line) for f in sorted((tmp_path / "kept.jsonl").iterdir())
             for line in f.read_text().splitlines()]
     assert sorted(r["id"] for r in kept) == sorted(f"r{i}" for i in ref.keep)
@@ -354,7 +380,8 @@ def test_run_command_dedup_and_pack(ray_session, tmp_path):
         run_command("pack", "local", src, tmp_path / "w.parquet", capacity=64)
     bad = tmp_path / "bad.jsonl"  # a worker's error comes back as one ValueError line
     bad.write_text('{"id": "a", "body": "ok"}\n{"id": "b", "body": 5}\n')
-    with pytest.raises(ValueError, match=r"^record 'b': field 'body' must hold text, got int$"):
+    with pytest.raises(ValueError, match=r"bad.jsonl \(row 1\) \(id b\): field 'body' is int, "
+                                         r"not text$"):
         run_command("pack", "local", bad, tmp_path / "b.parquet", field="body", id_field="id")
 
     rows = dict(run_command("pack", "local", src, tmp_path / "w.parquet", field="body",
@@ -362,13 +389,17 @@ def test_run_command_dedup_and_pack(ray_session, tmp_path):
     windows = ray.data.read_parquet(str(tmp_path / "w.parquet")).take_all()
     assert rows["windows"] == len(windows)
     assert rows["skipped (empty/dropped)"] == 2
-    assert sorted(r for w in windows for r in w["rows"]) == [i for i, t in enumerate(texts) if t]
+    assert sorted(int(r) for w in windows for r in w["source_ids"]) == \
+        [i for i, t in enumerate(texts) if t]
 
 
-def test_run_command_embed_matches_packed_encoder(ray_session, tmp_path):
-    """The real PackedEncoder in a CPU actor, vectors in input order (.npy): equal to encode()."""
+def test_run_command_embed_parquet_matches_packed_encoder(ray_session, tmp_path):
+    """The real PackedEncoder in CPU actors; parquet part files carry id, vector and row."""
     pytest.importorskip("ctxkit.embedding.encoder")
     import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from ctxkit.distributed import run_command
     from ctxkit.embedding.encoder import PackedEncoder
@@ -376,12 +407,18 @@ def test_run_command_embed_matches_packed_encoder(ray_session, tmp_path):
     texts = ["A short one.", "", "Packed rows keep each document's own [CLS] and [SEP].",
              "ünïcode и 日本語 text", "word " * 300]
     src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    rows = dict(run_command("embed", "local", src, tmp_path / "v.npy", batch_size=2))
-    got = np.load(tmp_path / "v.npy")
-    want = PackedEncoder(device="cpu").encode(texts)
-    assert rows["texts"] == len(texts) and got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    src.write_text("".join(json.dumps({"text": t, "k": f"d{i}"}) + "\n"
+                           for i, t in enumerate(texts)))
+    rows = dict(run_command("embed", "local", src, tmp_path / "v.parquet", id_field="k",
+                            ids=True, chunk_size=3, normalize=False))
+    table = pa.concat_tables([pq.read_table(f) for f in
+                              sorted((tmp_path / "v.parquet").glob("*.parquet"))]).sort_by("row")
+    assert rows["texts"] == len(texts) and table.column_names == ["id", "embedding", "row"]
+    assert table.column("id").to_pylist() == [f"d{i}" for i in range(len(texts))]
+    # chunks of 3 texts on both sides: the same forward passes, so the same bits
+    want = PackedEncoder(device="cpu", chunk_size=3).encode(texts, normalize=False)
+    np.testing.assert_array_equal(np.array(table.column("embedding").to_pylist(), np.float32),
+                                  want)
 
 
 def test_auto_shuffle_picks_sort_for_small_inputs(ray_session):

@@ -12,7 +12,6 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.embedding import encoder as embed_mod
 from ctxkit.embedding.encoder import PackedEncoder, choose_rows
 from ctxkit.embedding.model import load_backbone, resolve_dtype
 from ctxkit.embedding.ops import (
@@ -82,7 +81,7 @@ def test_matches_sentence_transformers(enc, st_model):
 def test_fixed_row_lengths_match(enc, st_model, row_length):
     texts = make_texts(8, seed=row_length) + EDGE[:4]
     ref = st_model.encode(texts, batch_size=8)
-    e = PackedEncoder(device="cpu", row_length=row_length, max_tokens_per_batch=600)
+    e = PackedEncoder(device="cpu", row_length=row_length, batch_tokens=600)
     assert min_cos(e.encode(texts), ref) >= 0.9999
 
 
@@ -122,8 +121,15 @@ def test_empty_input_and_bad_input(enc):
         enc.encode(["x"], batch_tokens=-1)
     with pytest.raises(ValueError, match="attention"):
         PackedEncoder(device="cpu", attention="flex")
-    with pytest.raises(ValueError, match="max_tokens_per_batch"):
-        PackedEncoder(device="cpu", max_tokens_per_batch=0)
+    with pytest.raises(ValueError, match="batch_tokens must be a positive integer, got 0"):
+        PackedEncoder(device="cpu", batch_tokens=0)
+    with pytest.warns(DeprecationWarning, match="max_tokens_per_batch is deprecated"):
+        assert PackedEncoder(device="cpu", max_tokens_per_batch=512).batch_tokens == 512
+    with pytest.raises(ValueError, match=r"^unknown device 'tpu'; use auto, cpu, cuda"):
+        PackedEncoder(device="tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"^device 'cuda' needs CUDA, which this machine"):
+            PackedEncoder(device="cuda")
     with pytest.raises(ValueError, match="not found"):
         PackedEncoder("/nonexistent/model/dir")
     with pytest.raises(ValueError, match="dtype"):
@@ -190,11 +196,10 @@ def test_half_precision_runs_on_cpu(enc):
     assert min_cos(got, enc.encode(texts)) > 0.99
 
 
-def test_chunked_overlapped_tokenization(enc, monkeypatch):
+def test_chunked_overlapped_tokenization(enc):
     texts = make_texts(15, seed=23)
     want = enc.encode(texts)
-    monkeypatch.setattr(embed_mod, "CHUNK_TEXTS", 4)
-    e = PackedEncoder(device="cpu", overlap=True)
+    e = PackedEncoder(device="cpu", overlap=True, chunk_size=4)
     seen = []
     got = e.encode(texts, progress=seen.append)
     np.testing.assert_allclose(got, want, atol=2e-5)
@@ -328,3 +333,25 @@ def test_backbone_reads_model_settings():
     bb = load_backbone(None, "cpu", "auto")
     assert bb.kind == "fused" and bb.max_seq_length == 256 and bb.pooling == ("mean",)
     assert bb.normalizes and bb.dtype == torch.float32 and bb.dim == 384
+
+
+def test_embed_options_one_source(enc):
+    from ctxkit.embedding.options import EmbedOptions
+
+    texts = make_texts(6, seed=31)
+    opts = EmbedOptions(device="cpu", batch_tokens=700, chunk_size=3, normalize=False)
+    e = PackedEncoder(options=opts)
+    assert e.options == opts and e.batch_tokens == 700
+    got = e.encode(texts)
+    np.testing.assert_array_equal(got, PackedEncoder(device="cpu", batch_tokens=700,
+                                                     chunk_size=3).encode(texts, normalize=False))
+    assert not np.allclose(np.linalg.norm(got, axis=1), 1.0)  # options.normalize applied
+    for bad, message in [(dict(dtype="float8"), "unknown dtype 'float8'"),
+                         (dict(chunk_size=0), "chunk_size must be a positive integer"),
+                         (dict(batch_tokens=10**12), "batch_tokens must be at most"),
+                         (dict(row_length="long"), "row_length must be a positive integer"),
+                         (dict(normalize="yes"), "normalize must be True, False or None")]:
+        with pytest.raises(ValueError, match=message):
+            EmbedOptions(**bad)
+        with pytest.raises(ValueError, match=message):
+            PackedEncoder(**bad)

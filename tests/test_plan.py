@@ -296,8 +296,8 @@ def test_optimal_is_never_worse_than_bfd(case):
         ({"lengths": [[1, 2]]}, "1-D"),
         ({"lengths": [1], "capacity": 0}, "capacity must be a positive integer"),
         ({"lengths": [1], "capacity": 2.0}, "capacity must be a positive integer"),
-        ({"lengths": [1], "strategy": "best"}, "unknown strategy"),
-        ({"lengths": [1], "overflow": "wrap"}, "unknown overflow policy"),
+        ({"lengths": [1], "strategy": "best"}, "strategy 'best' is unknown"),
+        ({"lengths": [1], "overflow": "wrap"}, "overflow 'wrap' is unknown"),
     ],
 )
 def test_bad_input_is_a_clear_error(bad, message):

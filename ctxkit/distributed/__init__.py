@@ -35,6 +35,7 @@ _EXPORTS = {
     "pack": "ctxkit.distributed.packing",
     "window_utilization": "ctxkit.distributed.packing",
     "run_command": "ctxkit.distributed.command",
+    "WorkerInputError": "ctxkit.distributed.errors",
 }
 
 __all__ = sorted(_EXPORTS)

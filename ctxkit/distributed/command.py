@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ctxkit.distributed.cluster import init_ray, require_ray
+from ctxkit.distributed.errors import WorkerInputError, raise_worker_errors, worker_input_error
 from ctxkit.distributed.rows import ROW
 
 __all__ = ["COMMANDS", "read_dataset", "run_command"]
@@ -59,6 +60,7 @@ def read_dataset(path: str | Path, columns: list[str]) -> Any:
         ds = ray.data.read_parquet(path)
     else:
         ds = ray.data.read_json(path, lines=not path.endswith(".json"))
+    raise_worker_errors(ds)
     names = ds.columns() or []
     missing = [c for c in columns if c not in names]
     if missing:
@@ -90,55 +92,141 @@ def run_command(
     field: str | None = None,
     id_field: str | None = None,
     report_path: str | Path | None = None,
+    template: str | None = None,
+    skip_bad: bool = False,
     **options: Any,
 ) -> list[tuple[str, Any]]:
     """Run ``ctxkit <command>`` on Ray; returns rows for the summary table.
 
-    Options by command (the CLI's own names):
+    ``field``, ``id_field`` and ``template`` read records as the local command does (the
+    ``alpaca`` and ``messages`` templates run in the workers). Options by command:
 
     - ``dedup``: ``method`` (only ``"minhash"`` is distributed), ``threshold``, ``keep``,
       ``num_perm``, ``ngram``, ``unit``, ``seed``, ``punctuation``;
-    - ``embed``: ``model`` (a directory every node can read), ``batch_size`` (texts per
-      actor call), ``normalize``, ``device``, ``dtype``, ``batch_tokens``;
-    - ``pack``: ``capacity``, ``tokenizer``, ``strategy``, ``overflow``, ``mode``
-      (``"global"`` or ``"block"``).
+    - ``embed``: ``options`` (an :class:`~ctxkit.embedding.options.EmbedOptions`; its
+      ``model`` must be a directory every node can read) or its fields as keywords, and
+      ``ids`` (also write record ids);
+    - ``pack``: ``options`` (a :class:`~ctxkit.packing.options.PackOptions`) or its fields as
+      keywords, ``tokenizer``, ``train_on_prompt`` (alpaca) and ``mode`` (``"global"``, the
+      windows of a local run, or ``"block"``).
 
-    Raises ``ValueError`` for bad input or options (the CLI prints it as one line) and
+    ``skip_bad`` is refused: a bad record stops the run with a one-line ``ValueError`` naming
+    it (the worker's typed :class:`~ctxkit.distributed.errors.WorkerInputError`). Raises
     :class:`~ctxkit.distributed.cluster.RayMissingError` when Ray is not installed.
     """
+    from ctxkit.errors import OptionError
+    from ctxkit.options import cli_option_error
+
     if command not in COMMANDS:
         raise ValueError(f"--ray supports {COMMANDS}, not {command!r}")
+    if skip_bad:
+        raise ValueError("--skip-bad does not run with --ray (a bad record stops the run and "
+                         "is named); run without --ray, or fix the record")
+    if template is not None and field is not None and command != "dedup":
+        raise ValueError("give either --template or --field, not both")
+    try:  # options are checked before Ray starts
+        options = _with_option_set(command, options)
+    except OptionError as exc:
+        raise cli_option_error(exc) from None
     ray = require_ray()
     init_ray(None if address in (None, "", "local") else address)
-    field = field or "text"
     start = time.perf_counter()
     output = Path(output)
+    reader = _Reader(str(input_path), None if template else (field or "text"), template,
+                     id_field)
     try:
         if command == "dedup":
-            rows = _dedup(input_path, output, field, id_field, report_path, **options)
+            if template is not None:
+                raise ValueError("--template does not run with dedup --ray; use --field")
+            rows = _dedup(input_path, output, field or "text", id_field, report_path, **options)
         elif command == "embed":
-            rows = _embed(input_path, output, field, id_field, **options)
+            rows = _embed(reader, output, report_path, **options)
         else:
-            rows = _pack(input_path, output, field, id_field, **options)
+            rows = _pack(reader, output, report_path, **options)
+    except OptionError as exc:
+        raise cli_option_error(exc) from None
     except ray.exceptions.RayError as exc:
-        # A bad record raises inside a worker; hand the CLI the worker's own message.
-        message = _user_message(exc)
-        if message is None:
+        # A bad record raises a typed error inside a worker; Ray hands it back as the cause.
+        found = worker_input_error(exc)
+        if found is None:
             raise
-        raise ValueError(message) from exc
+        raise ValueError(found.message) from None
     seconds = time.perf_counter() - start
     return [("ray cluster CPUs / GPUs", f"{int(ray.cluster_resources().get('CPU', 0))} / "
              f"{int(ray.cluster_resources().get('GPU', 0))}"), *rows, ("seconds", seconds)]
 
 
-def _user_message(exc: BaseException) -> str | None:
-    """The message of the ValueError/TypeError a worker raised, from a Ray task error.
+def _with_option_set(command: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the stage's option-set fields (or its ``options``) folded into one
+    validated option set, ``opts``."""
+    import dataclasses
 
-    Ray re-raises a worker's exception as ``RayTaskError(UserCodeException)`` whose text
-    holds the remote traceback; the last ``ValueError: ...`` line in it is ours.
-    """
-    found = re.findall(r"^(?:ValueError|TypeError): (.+)$", str(exc), flags=re.M)
-    return found[-1].strip() if found else None
+    if command == "pack":
+        from ctxkit.packing.options import PackOptions as cls
+    elif command == "embed":
+        from ctxkit.embedding.options import EmbedOptions as cls
+    else:
+        return options
+    names = {f.name for f in dataclasses.fields(cls)}
+    rest = {k: v for k, v in options.items() if k not in names and k != "options"}
+    given = {k: v for k, v in options.items() if k in names}
+    return {**rest, "opts": cls.resolve(options.get("options"), **given)}
+
+
+class _Reader:
+    """Reads records as ``read_records`` does, inside the workers: one validated record per
+    row (templates applied), with the record's id as text (``id_field`` or its row number)."""
+
+    def __init__(self, path: str, field: str | None, template: str | None,
+                 id_field: str | None) -> None:
+        from ctxkit.io.records import TEMPLATES
+
+        if template is not None and template not in TEMPLATES:
+            raise ValueError(f"unknown --template {template!r}; choose one of "
+                             f"{', '.join(TEMPLATES)}")
+        self.path, self.field, self.template, self.id_field = path, field, template, id_field
+
+    def dataset(self) -> tuple[Any, int]:
+        """The input numbered in order (``_row``) and its row count."""
+        from ctxkit.distributed.rows import index_rows
+
+        cols = ([self.field] if self.field else []) + ([self.id_field] if self.id_field else [])
+        ds, n = index_rows(read_dataset(self.path, cols))
+        if n == 0:
+            raise ValueError(f"no records in {self.path}")
+        return raise_worker_errors(ds), n
+
+    def records(self, batch: dict[str, np.ndarray]) -> list:
+        from ctxkit.errors import Location
+        from ctxkit.io.records import RecordError, record_from_dict
+
+        rows = np.asarray(batch[ROW]).tolist()
+        keys = [k for k in batch if k != ROW]
+        out = []
+        for i, row in enumerate(rows):
+            obj = _plain({k: batch[k][i] for k in keys})
+            try:
+                out.append(record_from_dict(
+                    obj, index=row, field=self.field, template=self.template,
+                    id_field=self.id_field, location=Location(self.path, row=row)))
+            except RecordError as exc:
+                raise WorkerInputError(str(exc), exc.record_id) from None
+        return out
+
+
+def _plain(value: Any) -> Any:
+    """An Arrow/numpy cell as the plain Python value JSON parsing gives. Arrow gives every
+    object of a column the union of their keys, filling the missing ones with None; those
+    keys are dropped again (so ``{"from": ..., "value": ...}`` turns stay ShareGPT turns)."""
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()] if value.dtype == object else value.tolist()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 def _dedup(input_path, output, field, id_field, report_path, method="minhash", threshold=None,
@@ -159,73 +247,139 @@ def _dedup(input_path, output, field, id_field, report_path, method="minhash", t
                         id_column=id_field, ngram=ngram, unit=unit, seed=seed, keep=keep,
                         normalization=Normalization(punctuation=punctuation))
     where = _write(out.kept, output)
-    removed = out.report.take_all()
-    if report_path is not None:
-        write_json(report_path, {"info": out.info, "removed": removed})
-    n = out.result.n
+    n, removed = out.result.n, out.result.removed
+    if report_path is not None:  # the local report's fields, "line" aside
+        from ctxkit.distributed.blocks import collect_columns
+
+        ids = [str(i) for i in range(n)] if id_field is None else \
+            [str(v) for v in collect_columns(ds, [id_field])[id_field].tolist()]
+        write_json(report_path, {
+            "input": str(input_path), "output": where, "method": ["minhash"],
+            "threshold": threshold, "keep": keep, "records": n, "kept": n - len(removed),
+            "removed": len(removed), "skipped": [], "stages": out.info,
+            "duplicates": out.result.ledger(ids)})
     return [("records", n), ("kept", n - len(removed)), ("removed (minhash)", len(removed)),
             ("candidate pairs", out.info["candidates"]), ("verified pairs", out.info["verified"]),
             ("output", where)]
 
 
-def _embed(input_path, output, field, id_field, model=None, batch_size=1024, normalize=None,
-           device="auto", dtype="auto", batch_tokens=None) -> list:
+def _texts_block(batch: dict[str, np.ndarray], reader: _Reader) -> dict[str, Any]:
+    records = reader.records(batch)
+    return {ROW: np.asarray(batch[ROW], np.int64),
+            "id": np.array([r.id for r in records], dtype=object),
+            "text": np.array([r.text for r in records], dtype=object)}
+
+
+def _embed(reader: _Reader, output: Path, report_path, *, opts: Any,
+           ids: bool = False) -> list:
     from ctxkit.distributed.embedding import embed
-    from ctxkit.io.records import atomic_write
+    from ctxkit.io.records import atomic_write, write_json
 
-    ds = read_dataset(input_path, [field] + ([id_field] if id_field else []))
-    to_npy = output.suffix.lower() == ".npy"
-    # .npy rows follow the input order, so they are keyed by row number; other outputs keep ids.
-    kwargs = {"dtype": dtype, "max_tokens_per_batch": batch_tokens}
-    vecs = embed(ds, column=field, id_column=None if to_npy else id_field,
-                 model=None if model is None else str(model),
-                 device=None if device == "auto" else device, encoder_kwargs=kwargs,
-                 batch_size=batch_size, normalize=normalize)
-    if not to_npy:
-        return [("output", _write(vecs, output))]
-    rows, arrays = [], []
-    for batch in vecs.iter_batches(batch_size=None, batch_format="numpy"):
-        rows.append(batch[ROW])
-        arrays.append(batch["embedding"])
-    order = np.argsort(np.concatenate(rows)) if rows else np.empty(0, np.int64)
-    matrix = np.concatenate(arrays)[order] if arrays else np.empty((0, 0), np.float32)
-    with atomic_write(output, "wb", encoding=None) as fh:
-        np.save(fh, matrix)
-    return [("texts", len(matrix)), ("dim", matrix.shape[1] if matrix.ndim == 2 else 0),
-            ("output", str(output))]
+    suffix = output.suffix.lower()
+    if suffix not in (".npy", ".parquet"):
+        raise ValueError(f"output must end in .npy or .parquet, got {output.name!r}")
+    ds, n = reader.dataset()
+    texts = ds.map_batches(_texts_block, fn_kwargs={"reader": reader}, batch_format="numpy")
+    vecs = embed(texts, column="text", id_column=ROW, carry_columns=["id"] if ids else [],
+                 options=opts)
+    if suffix == ".parquet":
+        rows = [("texts", n), ("output", _write(vecs.map_batches(
+            _vector_table, batch_format="numpy", fn_kwargs={"ids": ids}), output))]
+    else:
+        got: dict[str, list] = {ROW: [], "embedding": [], "id": []}
+        for batch in vecs.iter_batches(batch_size=None, batch_format="numpy"):
+            for k in got:
+                if k in batch:
+                    got[k].append(batch[k])
+        order = np.argsort(np.concatenate(got[ROW]))
+        matrix = np.ascontiguousarray(np.concatenate(got["embedding"])[order], dtype="<f4")
+        with atomic_write(output, "wb", encoding=None) as fh:
+            np.save(fh, matrix)
+        rows = [("texts", len(matrix)), ("dim", matrix.shape[1]), ("output", str(output))]
+        if ids:
+            ids_path = output.with_name(output.name + ".ids.jsonl")
+            # the local command writes one JSON string per line: the same bytes
+            with atomic_write(ids_path) as fh:
+                fh.writelines(_json_line(i) for i in np.concatenate(got["id"])[order].tolist())
+            rows.append(("ids", str(ids_path)))
+    if report_path is not None:
+        write_json(report_path, {"texts": n, "output": str(output), **{
+            k: v for k, v in opts.to_dict().items() if k != "model"}})
+    return rows
 
 
-def _tokenize_block(
-    batch: dict[str, np.ndarray], field: str, tokenizer: str, id_field: str | None
-) -> dict[str, Any]:
+def _json_line(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False) + "\n"
+
+
+def _vector_table(batch: dict[str, np.ndarray], ids: bool) -> Any:
+    """The local command's columns (``id`` with ``--ids``, ``embedding`` as a fixed-size
+    list) plus ``row``, the input row number: part files do not keep the input order."""
+    import pyarrow as pa
+
+    vecs = np.ascontiguousarray(batch["embedding"], dtype=np.float32)
+    flat = pa.array(vecs.reshape(-1), type=pa.float32())
+    cols = {"id": pa.array(batch["id"].tolist(), pa.string())} if ids else {}
+    cols["embedding"] = pa.FixedSizeListArray.from_arrays(flat, vecs.shape[1])
+    cols["row"] = pa.array(np.asarray(batch[ROW], np.int64))
+    return pa.table(cols)
+
+
+def _tokenize_block(batch: dict[str, np.ndarray], reader: _Reader, tokenizer: str,
+                    masked: bool) -> dict[str, Any]:
+    """Token ids (and, for alpaca without ``train_on_prompt``, the completion mask) as the
+    local ``ctxkit pack`` makes them."""
     from ctxkit.io.tokenizers import get_tokenizer
 
     tok = get_tokenizer(tokenizer)
-    texts = batch[field].tolist()
-    out = np.empty(len(texts), dtype=object)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            who = f"record {batch[id_field].tolist()[i]!r}" if id_field else f"a record ({t!r:.60})"
-            raise ValueError(f"{who}: field {field!r} must hold text, got {type(t).__name__}")
-        out[i] = np.asarray(tok.encode(t), dtype=np.int64)
-    return {**{k: v for k, v in batch.items() if k != field}, "input_ids": out}
+    records = reader.records(batch)
+    ids = np.empty(len(records), dtype=object)
+    masks = np.empty(len(records), dtype=object)
+    if masked:
+        prompts = tok.encode_batch([r.prompt or "" for r in records])
+        completions = tok.encode_batch([r.completion or "" for r in records])
+        for i, (p, c) in enumerate(zip(prompts, completions)):
+            ids[i] = np.asarray(p + c, dtype=np.int64)
+            masks[i] = np.r_[np.zeros(len(p), bool), np.ones(len(c), bool)]
+    else:
+        for i, t in enumerate(tok.encode_batch([r.text for r in records])):
+            ids[i] = np.asarray(t, dtype=np.int64)
+    out = {ROW: np.asarray(batch[ROW], np.int64), "input_ids": ids,
+           "id": np.array([r.id for r in records], dtype=object)}
+    if masked:
+        out["completion_mask"] = masks
+    return out
 
 
-def _pack(input_path, output, field, id_field, capacity=2048, tokenizer="cl100k_base",
-          strategy="bfd", overflow="error", mode="global") -> list:
+def _pack(reader: _Reader, output: Path, report_path, *, opts: Any,
+          tokenizer: str = "cl100k_base", separator: str | None = None,
+          train_on_prompt: bool = False, mode: str = "global") -> list:
     from ctxkit.distributed.packing import pack, window_utilization
+    from ctxkit.io.records import write_json
+    from ctxkit.jobs.common import load_tokenizer
+    from ctxkit.jobs.pack import parse_separator
 
-    ds = read_dataset(input_path, [field] + ([id_field] if id_field else []))
-    if "input_ids" not in (ds.columns() or []) or field != "input_ids":
-        ds = ds.map_batches(_tokenize_block, fn_kwargs={"field": field, "tokenizer": tokenizer,
-                                       "id_field": id_field},
-                            batch_format="numpy")
-    out = pack(ds, int(capacity), column="input_ids", strategy=strategy, mode=mode,
-               overflow=overflow)
+    if output.suffix.lower() not in (".parquet", ".jsonl"):
+        raise ValueError(f"output must end in .parquet or .jsonl, got {output.name}")
+    tok = load_tokenizer(tokenizer)  # fail here, once, rather than in every worker
+    if separator is not None:  # as the CLI says it: eos, none or an id
+        opts = opts.replace(separator_id=parse_separator(separator, tok))
+    masked = reader.template == "alpaca" and not train_on_prompt
+    ds, n = reader.dataset()
+    tokens = ds.map_batches(_tokenize_block, batch_format="numpy", fn_kwargs={
+        "reader": reader, "tokenizer": tokenizer, "masked": masked}).drop_columns([ROW])
+    out = pack(tokens, column="input_ids", mask_column="completion_mask" if masked else None,
+               id_column="id", options=opts, mode=mode)
     windows = out.windows.materialize()
     where = _write(windows, output)
-    stats = window_utilization(windows, int(capacity))
+    stats = out.stats or window_utilization(windows, opts.capacity)
     skipped = out.skipped.count()
-    return [("mode", mode), ("windows", stats["windows"]), ("tokens", stats["tokens"]),
-            ("utilization", stats["utilization"]), ("skipped (empty/dropped)", skipped),
-            ("output", where)]
+    if report_path is not None:
+        write_json(report_path, {"output": where, "tokenizer": tokenizer, "mode": mode,
+                                 "records": n, **opts.to_dict(), **stats})
+    return [("mode", mode), ("records", n), ("windows", stats["windows"]),
+            ("tokens", stats["tokens"]), ("utilization", stats["utilization"]),
+            ("skipped (empty/dropped)", skipped), ("output", where)]
+

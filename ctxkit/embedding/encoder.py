@@ -51,6 +51,7 @@ from ctxkit.embedding.model import (
     varlen_attention,
 )
 from ctxkit.embedding.ops import RowBatch, additive_mask, build_batch, pool_segments, varlen_inputs
+from ctxkit.embedding.options import EmbedOptions, deprecated_alias
 from ctxkit.packing.plan import pack_lengths
 
 __all__ = ["EncodeStats", "PackedEncoder", "Tokenized", "choose_rows"]
@@ -62,7 +63,7 @@ __all__ = ["EncodeStats", "PackedEncoder", "Tokenized", "choose_rows"]
 # shared 2-core machine varied up to 2x between rounds of identical work); the benchmark
 # reports both, see the module docstring.
 ATTN_WEIGHT = 1.0
-CHUNK_TEXTS = 8192  # texts tokenised and packed together: bounds memory, overlaps with compute
+_D = EmbedOptions()  # the defaults of every keyword below come from here
 
 
 @dataclass
@@ -148,11 +149,14 @@ class PackedEncoder:
     ``model``: None (bundled all-MiniLM-L6-v2, offline), a local sentence-transformers
     directory, or a loaded ``SentenceTransformer``. ``device``: "auto" (CUDA if present),
     "cpu", "cuda", ... ``dtype``: "auto" (fp32 on CPU, bf16/fp16 on GPU) or a dtype name.
-    ``max_tokens_per_batch``: token slots per forward (default 4096 on CPU, 65536 on GPU).
-    ``row_length``: "auto" or a fixed row length. ``attention``: "auto", "block" (SDPA with a
-    block-diagonal mask over rows) or "varlen" (padding-free tokens with ``cu_seqlens``:
-    flash-attn on GPU, a reference loop elsewhere). ``overlap``: tokenise the next chunk
-    while the current one computes (default: on GPU only; on 2 CPU cores it competes).
+    ``batch_tokens``: token slots per forward (default 4096 on CPU, 65536 on GPU; the old
+    name ``max_tokens_per_batch`` still works). ``row_length``: "auto" or a fixed row length.
+    ``attention``: "auto", "block" (SDPA with a block-diagonal mask over rows) or "varlen"
+    (padding-free tokens with ``cu_seqlens``: flash-attn on GPU, a reference loop elsewhere).
+    ``overlap``: tokenise the next chunk while the current one computes (default: on GPU
+    only; on 2 CPU cores it competes). ``chunk_size``: texts tokenised and packed together.
+    ``normalize``: the default of :meth:`encode`'s ``normalize``. All of them may come as one
+    :class:`~ctxkit.embedding.options.EmbedOptions` (``options``), kept as ``self.options``.
 
     Example:
         >>> enc = PackedEncoder(device="cpu")
@@ -160,28 +164,40 @@ class PackedEncoder:
         (1, 384)
     """
 
-    def __init__(self, model: Any = None, device: str = "auto", dtype: str = "auto",
-                 max_tokens_per_batch: int | None = None, *, row_length: int | str = "auto",
-                 attention: str = "auto", overlap: bool | None = None) -> None:
-        if attention not in ("auto", "block", "varlen"):
-            raise ValueError(f"attention must be 'auto', 'block' or 'varlen', got {attention!r}")
-        if max_tokens_per_batch is not None and max_tokens_per_batch <= 0:
-            raise ValueError(f"max_tokens_per_batch must be positive, got {max_tokens_per_batch}")
-        self.backbone: Backbone = load_backbone(model, device, dtype)
+    def __init__(self, model: Any = _D.model, device: str = _D.device, dtype: str = _D.dtype,
+                 batch_tokens: int | None = _D.batch_tokens, *,
+                 row_length: int | str = _D.row_length, attention: str = _D.attention,
+                 overlap: bool | None = _D.overlap, chunk_size: int = _D.chunk_size,
+                 normalize: bool | None = _D.normalize, options: EmbedOptions | None = None,
+                 max_tokens_per_batch: int | None = None) -> None:
+        batch_tokens = deprecated_alias("max_tokens_per_batch", "batch_tokens",
+                                        max_tokens_per_batch, batch_tokens)
+        opts = EmbedOptions.resolve(
+            options, model=model, device=device, dtype=dtype, batch_tokens=batch_tokens,
+            row_length=row_length, attention=attention, overlap=overlap, chunk_size=chunk_size,
+            normalize=normalize)
+        self.options = opts
+        self.backbone: Backbone = load_backbone(opts.model, opts.device, opts.dtype)
         self.device = self.backbone.device
         self.dtype = self.backbone.dtype
         on_gpu = self.device.type == "cuda"
         # CPU: 8192 slots ran slower than 4096 (module docstring, "token-sized forwards")
-        self.max_tokens_per_batch = max_tokens_per_batch or (65536 if on_gpu else 4096)
-        self.row_length = row_length
+        self.batch_tokens = opts.batch_tokens or (65536 if on_gpu else 4096)
+        self.row_length = opts.row_length
         self._flash = flash_varlen_fn() if on_gpu else None
+        attention = opts.attention
         if attention == "auto":
             attention = "varlen" if self._flash is not None else "block"
         if attention == "varlen" and self.backbone.kind != "fused":
             raise ValueError("attention='varlen' needs a BERT-family model (the fused forward)")
         self.attention = attention
-        self.overlap = on_gpu if overlap is None else bool(overlap)
+        self.overlap = on_gpu if opts.overlap is None else opts.overlap
         self.last_stats: EncodeStats | None = None
+
+    @property
+    def max_tokens_per_batch(self) -> int:
+        """Deprecated name of :attr:`batch_tokens`."""
+        return self.batch_tokens
 
     @property
     def max_seq_length(self) -> int:
@@ -271,8 +287,9 @@ class PackedEncoder:
                ) -> np.ndarray:
         """Embed ``texts``; returns float32 ``[len(texts), dim]`` in input order.
 
-        ``batch_tokens``: token slots per forward (default ``max_tokens_per_batch``).
-        ``normalize``: None follows the model (a ``Normalize`` module), True/False forces it.
+        ``batch_tokens``: token slots per forward (default ``self.batch_tokens``).
+        ``normalize``: None takes the encoder's ``options.normalize`` (None: follow the
+        model's ``Normalize`` module); True/False forces it.
         ``progress``: True shows a tqdm bar; a callable is called with the number of texts
         done after each chunk. Statistics of the call are left in ``self.last_stats``.
 
@@ -283,9 +300,13 @@ class PackedEncoder:
         if isinstance(texts, str):
             raise TypeError("encode() takes a sequence of texts, not one str; wrap it in a list")
         texts = list(texts)
-        batch_tokens = int(batch_tokens or self.max_tokens_per_batch)
-        if batch_tokens <= 0:
-            raise ValueError(f"batch_tokens must be positive, got {batch_tokens}")
+        batch_tokens = self.batch_tokens if batch_tokens is None else batch_tokens
+        if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or \
+                batch_tokens <= 0:
+            raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
+        if normalize is None:
+            normalize = self.options.normalize
+        chunk = self.options.chunk_size
         stats = EncodeStats()
         t0 = time.perf_counter()
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -294,12 +315,12 @@ class PackedEncoder:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(texts), unit="text", desc="embed")
-        starts = list(range(0, len(texts), CHUNK_TEXTS))
+        starts = list(range(0, len(texts), chunk))
         pool = concurrent.futures.ThreadPoolExecutor(1) if self.overlap and len(starts) > 1 \
             else None
         try:
             def tokenize_chunk(s: int) -> Tokenized:
-                return self.tokenize(texts[s:s + CHUNK_TEXTS])
+                return self.tokenize(texts[s:s + chunk])
 
             nxt = pool.submit(tokenize_chunk, starts[0]) if pool and starts else None
             for n, s in enumerate(starts):

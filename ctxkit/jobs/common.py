@@ -18,9 +18,7 @@ from typing import Any, Protocol
 from ctxkit.errors import InputError, OptionError
 from ctxkit.io.outputs import StagedOutputs, staged_outputs
 from ctxkit.io.records import TEMPLATES, ReadReport, Record, check_input, read_records
-
-# position ids and flash-attention's cu_seqlens are 32-bit
-MAX_CAPACITY = 2**31 - 1
+from ctxkit.packing.options import MAX_CAPACITY  # one limit for every entry point
 
 __all__ = [
     "MAX_CAPACITY",
@@ -215,10 +213,10 @@ def check_suffix(path: Path, allowed: tuple[str, ...], what: str = "output") -> 
 
 
 def check_capacity(capacity: int) -> int:
-    if not 0 < capacity <= MAX_CAPACITY:
-        if capacity <= 0:
-            raise OptionError("--capacity", "--capacity must be a positive number of tokens, "
-                                            f"got {capacity}")
-        raise OptionError("--capacity", f"--capacity {capacity:,} is more than the "
-                                        f"{MAX_CAPACITY:,} tokens a window can hold")
-    return capacity
+    from ctxkit.options import cli_option_error
+    from ctxkit.packing.options import check_capacity as check
+
+    try:
+        return check(capacity)
+    except OptionError as exc:
+        raise cli_option_error(exc) from None

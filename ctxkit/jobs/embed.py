@@ -78,9 +78,15 @@ def run_embed(
     from ctxkit.io.outputs import write_json, write_npy, write_parquet
 
     suffix = check_suffix(target.output, (".npy", ".parquet"))
-    if chunk_size <= 0:
-        raise OptionError("--chunk-size", f"--chunk-size must be positive, got {chunk_size}")
     from ctxkit.embedding.model import resolve_device, resolve_dtype
+    from ctxkit.embedding.options import EmbedOptions
+    from ctxkit.options import cli_option_error
+
+    try:
+        opts = EmbedOptions(model=model, device=device, dtype=dtype, batch_tokens=batch_tokens,
+                            chunk_size=chunk_size, normalize=normalize)
+    except OptionError as exc:
+        raise cli_option_error(exc) from None
 
     try:  # cheap checks first: a machine without the device fails before anything loads
         option = "--device"
@@ -101,7 +107,7 @@ def run_embed(
     from ctxkit.embedding.encoder import EncodeStats, PackedEncoder
 
     try:
-        enc = PackedEncoder(model, device=device, dtype=dtype)
+        enc = PackedEncoder(options=opts)
     except (ValueError, TypeError) as exc:
         raise InputError(str(exc)) from None
     total = EncodeStats()
@@ -112,8 +118,7 @@ def run_embed(
     def chunks() -> Iterator[tuple[list[str], Any]]:
         with progress("embedding") as advance:
             while batch := list(itertools.islice(records, chunk_size)):
-                vecs = enc.encode([r.text for r in batch], batch_tokens=batch_tokens,
-                                  normalize=normalize)
+                vecs = enc.encode([r.text for r in batch])  # options: batch_tokens, normalize
                 total.add(enc.last_stats)
                 advance(len(batch))
                 yield [r.id for r in batch], vecs

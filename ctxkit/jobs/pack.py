@@ -16,7 +16,6 @@ from ctxkit.jobs.common import (
     Progress,
     Source,
     Target,
-    check_capacity,
     check_suffix,
     load_tokenizer,
     no_progress,
@@ -172,17 +171,17 @@ def run_pack(
         (1, 1)
     """
     from ctxkit.io.outputs import write_json, write_parquet, write_records
-    from ctxkit.packing.collate import LAYOUTS, pack_arrays
+    from ctxkit.options import cli_option_error
+    from ctxkit.packing.collate import pack_arrays
     from ctxkit.packing.hf import packed_table
-    from ctxkit.packing.plan import OVERFLOW_POLICIES, STRATEGIES
+    from ctxkit.packing.options import PackOptions
 
-    check_capacity(capacity)
-    for option, value, allowed in (("--strategy", strategy, STRATEGIES),
-                                   ("--overflow", overflow, OVERFLOW_POLICIES),
-                                   ("--layout", layout, LAYOUTS)):
-        if value not in allowed:
-            raise OptionError(option, f"unknown {option} {value!r}; choose one of "
-                                      f"{', '.join(allowed)}")
+    try:
+        opts = PackOptions(capacity=capacity, strategy=strategy, overflow=overflow,
+                           layout=layout, pad_id=pad_id, seed=seed,
+                           label_separators=label_separators)
+    except OptionError as exc:
+        raise cli_option_error(exc) from None
     suffix = check_suffix(target.output, (".parquet", ".jsonl", ".json"))
     if not 0 <= pad_id <= MAX_TOKEN_ID:
         raise OptionError("--pad-id", f"--pad-id must be a token id in 0..{MAX_TOKEN_ID:,}, "
@@ -193,6 +192,7 @@ def run_pack(
     target.check((source.path,))
     tok = load_tokenizer(tokenizer)
     sep = parse_separator(separator, tok)
+    opts = opts.replace(separator_id=sep)
 
     report_fields = dict(input=str(source.path), output=str(target.output), tokenizer=tok.name,
                          overflow=overflow, layout=layout, separator_id=sep)
@@ -203,10 +203,8 @@ def run_pack(
         need = data.lengths + (data.lengths > 0) * (0 if sep is None else 1)
         _check_padded_size(need, capacity, layout)
         try:
-            batch = pack_arrays(data.tokens, data.lengths, capacity, strategy=strategy,
-                                separator_id=sep, completion_mask=data.mask, overflow=overflow,
-                                pad_id=pad_id, seed=seed, layout=layout,
-                                label_separators=label_separators)
+            batch = pack_arrays(data.tokens, data.lengths, completion_mask=data.mask,
+                                options=opts)
         except SequenceTooLongError as exc:
             i = int(exc.index)
             raise InputError(

@@ -33,22 +33,26 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit.packing.options import LAYOUTS, PackOptions, check_choice
 from ctxkit.packing.plan import PackPlan, pack_lengths
 
 __all__ = [
     "IGNORE_INDEX",
     "LAYOUTS",
+    "PackOptions",
     "PackedBatch",
     "PackedCollator",
+    "add_separators",
     "collate_plan",
     "pack",
     "pack_arrays",
+    "plan_segments",
 ]
 
-LAYOUTS = ("padded", "flat")
 IGNORE_INDEX = -100  # what torch's cross entropy and transformers skip
 
 _EMPTY = np.zeros(0, np.int64)
+_D = PackOptions()  # the defaults of every keyword below come from here
 
 
 @dataclass
@@ -211,8 +215,13 @@ def _as_int_arrays(sequences: Sequence[Any], what: str) -> tuple[np.ndarray, np.
     return flat, lengths
 
 
-def _plan_arrays(plan: PackPlan) -> tuple[np.ndarray, ...]:
-    """Per segment: row, input index, start, stop (int64 arrays), in row order."""
+def plan_segments(plan: PackPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per segment of ``plan``: window, input index, start, stop (int64 arrays), in row order.
+
+    Example:
+        >>> [a.tolist() for a in plan_segments(pack_lengths([3, 5, 2], 8))]
+        [[0, 0, 1], [1, 0, 2], [0, 0, 0], [5, 3, 2]]
+    """
     pieces = plan.pieces
     if pieces is not None and all(hasattr(pieces, a) for a in ("src", "start", "stop", "offsets")):
         # flat piece storage (PieceList): no Python step per segment at all
@@ -283,10 +292,9 @@ def collate_plan(
     token itself); ``label_keep`` (bool, same shape) is False where the loss must not look.
     Most callers want :func:`pack`, which builds these arrays.
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    check_choice(layout, LAYOUTS, "layout")
     capacity = int(plan.capacity)
-    rows, inp, start, stop = _plan_arrays(plan)
+    rows, inp, start, stop = plan_segments(plan)
     _check_coverage(plan, inp, start, stop, lengths)
     seg_len = stop - start
     if inp.size and (seg_len == 0).any():  # zero-length pieces carry nothing: leave them out
@@ -366,16 +374,18 @@ def collate_plan(
 
 def pack(
     sequences: Sequence[Sequence[int]],
-    capacity: int = 2048,
-    strategy: str = "bfd",
-    separator_id: int | None = None,
+    capacity: int = _D.capacity,
+    strategy: str = _D.strategy,
+    separator_id: int | None = _D.separator_id,
     completion_mask: Sequence[Sequence[int]] | None = None,
-    overflow: str = "error",
-    pad_id: int = 0,
-    seed: int | None = None,
-    layout: str = "padded",
-    label_separators: bool = False,
+    overflow: str = _D.overflow,
+    pad_id: int = _D.pad_id,
+    seed: int | None = _D.seed,
+    layout: str = _D.layout,
+    label_separators: bool = _D.label_separators,
     labels: Sequence[Sequence[int]] | None = None,
+    *,
+    options: PackOptions | None = None,
 ) -> PackedBatch:
     """Pack token sequences into windows of ``capacity`` tokens and collate them.
 
@@ -393,14 +403,18 @@ def pack(
         layout: ``padded`` (``[rows, capacity]``) or ``flat`` (``[1, T]``, padding-free).
         label_separators: keep the separator as a label (the model learns to emit EOS).
         labels: per sequence label ids to use instead of the token ids (-100 kept as is).
+        options: a :class:`~ctxkit.packing.options.PackOptions` holding all of the above;
+            keywords that differ from the defaults override it.
 
     Example:
         >>> b = pack([[11, 12, 13], [21, 22]], capacity=8, separator_id=0, layout="flat")
         >>> b.input_ids.tolist(), b.labels.tolist()
         ([[11, 12, 13, 0, 21, 22, 0]], [[-100, 12, 13, -100, -100, 22, -100]])
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    opts = PackOptions.resolve(
+        options, capacity=capacity, strategy=strategy, separator_id=separator_id,
+        overflow=overflow, pad_id=pad_id, seed=seed, layout=layout,
+        label_separators=label_separators)
     flat, lengths = _as_int_arrays(sequences, "sequence")
     keep = None
     if completion_mask is not None:
@@ -423,39 +437,76 @@ def pack(
         if bad.size:
             i = int(bad[0])
             raise ValueError(f"labels {i} has {llen[i]} entries for {lengths[i]} tokens")
-    return pack_arrays(
-        flat, lengths, capacity, strategy=strategy, separator_id=separator_id,
-        completion_mask=keep, labels=label_src, overflow=overflow, pad_id=pad_id, seed=seed,
-        layout=layout, label_separators=label_separators,
-    )
+    return pack_arrays(flat, lengths, completion_mask=keep, labels=label_src, options=opts)
+
+
+def _required_capacity(capacity: int | None, options: PackOptions | None, who: str) -> None:
+    if capacity is None and options is None:
+        raise TypeError(f"{who} needs capacity (or options=PackOptions(capacity=...))")
+
+
+def add_separators(
+    tokens: np.ndarray, lengths: np.ndarray, separator_id: int,
+    keep: np.ndarray | None = None, labels: np.ndarray | None = None,
+    label_separators: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Append ``separator_id`` after every non-empty sequence of the concatenated ``tokens``.
+
+    Returns the new tokens and lengths, the loss mask (``keep`` extended; separators are kept
+    only with ``label_separators``) and ``labels`` extended (the separator labels itself).
+
+    Example:
+        >>> t, n, keep, _ = add_separators(np.array([5, 6, 7]), np.array([2, 0, 1]), 0)
+        >>> t.tolist(), n.tolist(), keep.tolist()
+        ([5, 6, 0, 7, 0], [3, 0, 2], [True, True, False, True, False])
+    """
+    ext_len = lengths + (lengths > 0)  # an empty sequence stays empty
+    is_sep = np.zeros(int(ext_len.sum()), dtype=bool)
+    is_sep[(np.cumsum(ext_len) - 1)[lengths > 0]] = True
+    is_tok = ~is_sep
+    ext = np.full(is_sep.size, int(separator_id), dtype=np.int64)
+    ext[is_tok] = tokens
+    keep_ext = np.full(is_sep.size, bool(label_separators))
+    keep_ext[is_tok] = True if keep is None else keep
+    labels_ext = None
+    if labels is not None:
+        labels_ext = np.full(is_sep.size, int(separator_id), dtype=np.int64)
+        labels_ext[is_tok] = labels
+    return ext, ext_len, keep_ext, labels_ext
 
 
 def pack_arrays(
     tokens: np.ndarray,
     lengths: np.ndarray,
-    capacity: int,
-    strategy: str = "bfd",
-    separator_id: int | None = None,
+    capacity: int | None = None,
+    strategy: str = _D.strategy,
+    separator_id: int | None = _D.separator_id,
     completion_mask: np.ndarray | None = None,
     labels: np.ndarray | None = None,
-    overflow: str = "error",
-    pad_id: int = 0,
-    seed: int | None = None,
-    layout: str = "padded",
-    label_separators: bool = False,
+    overflow: str = _D.overflow,
+    pad_id: int = _D.pad_id,
+    seed: int | None = _D.seed,
+    layout: str = _D.layout,
+    label_separators: bool = _D.label_separators,
+    *,
+    options: PackOptions | None = None,
 ) -> PackedBatch:
     """:func:`pack` on sequences already concatenated: ``tokens`` holds them back to back.
 
     ``lengths[i]`` is sequence ``i``'s token count; ``completion_mask`` and ``labels``, when
     given, are aligned with ``tokens``. This is the zero-copy entry for Arrow columns
-    (their values and offsets) and for the CLI.
+    (their values and offsets) and for the CLI. ``capacity`` is required unless ``options``
+    carries it.
 
     Example:
         >>> pack_arrays(np.array([1, 2, 3]), np.array([2, 1]), 4).input_ids.tolist()
         [[1, 2, 3, 0]]
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    _required_capacity(capacity, options, "pack_arrays")
+    opts = PackOptions.resolve(
+        options, capacity=capacity, strategy=strategy, separator_id=separator_id,
+        overflow=overflow, pad_id=pad_id, seed=seed, layout=layout,
+        label_separators=label_separators)
     flat = np.asarray(tokens, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
     if flat.ndim != 1 or lengths.ndim != 1 or int(lengths.sum()) != flat.size:
@@ -466,27 +517,15 @@ def pack_arrays(
     for name, arr in (("completion_mask", keep), ("labels", label_src)):
         if arr is not None and arr.shape != flat.shape:
             raise ValueError(f"{name} must align with tokens ({arr.shape} vs {flat.shape})")
-    if separator_id is not None:
-        # one separator after every non-empty input (an empty input stays empty)
-        ext_len = lengths + (lengths > 0)
-        is_sep = np.zeros(int(ext_len.sum()), dtype=bool)
-        is_sep[(np.cumsum(ext_len) - 1)[lengths > 0]] = True
-        is_tok = ~is_sep
-        ext = np.full(is_sep.size, int(separator_id), dtype=np.int64)
-        ext[is_tok] = flat
-        keep_ext = np.full(is_sep.size, bool(label_separators))
-        keep_ext[is_tok] = True if keep is None else keep
-        keep = keep_ext
-        if label_src is not None:
-            src_ext = np.full(is_sep.size, int(separator_id), dtype=np.int64)
-            src_ext[is_tok] = label_src
-            label_src = src_ext
-        flat, lengths = ext, ext_len
+    if opts.separator_id is not None:
+        flat, lengths, keep, label_src = add_separators(
+            flat, lengths, opts.separator_id, keep, label_src, opts.label_separators)
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if lengths.size else _EMPTY
-    plan = pack_lengths(lengths, capacity, strategy=strategy, overflow=overflow, seed=seed)
+    plan = pack_lengths(lengths, opts.capacity, strategy=opts.strategy, overflow=opts.overflow,
+                        seed=opts.seed)
     return collate_plan(
         plan, flat, offsets, lengths, label_source=label_src, label_keep=keep,
-        pad_id=pad_id, layout=layout,
+        pad_id=opts.pad_id, layout=opts.layout,
     )
 
 
@@ -502,6 +541,8 @@ class PackedCollator:
     mask; eager attention adds the mask, so convert it there
     (``torch.zeros(m.shape).masked_fill(~m, float("-inf"))``). The flat layout needs no mask
     and works with sdpa, eager and flash-attention when the model runs with ``use_cache=False``.
+    The packing options are :class:`~ctxkit.packing.options.PackOptions` (``self.options``);
+    ``capacity`` is required unless ``options`` carries it.
 
     Example:
         >>> collate = PackedCollator(capacity=8, layout="flat")
@@ -512,22 +553,24 @@ class PackedCollator:
 
     def __init__(
         self,
-        capacity: int,
-        strategy: str = "bfd",
-        separator_id: int | None = None,
-        overflow: str = "error",
-        pad_id: int = 0,
-        layout: str = "padded",
+        capacity: int | None = None,
+        strategy: str = _D.strategy,
+        separator_id: int | None = _D.separator_id,
+        overflow: str = _D.overflow,
+        pad_id: int = _D.pad_id,
+        layout: str = _D.layout,
         attention_mask: bool = True,
-        label_separators: bool = False,
-        seed: int | None = None,
+        label_separators: bool = _D.label_separators,
+        seed: int | None = _D.seed,
+        *,
+        options: PackOptions | None = None,
     ):
-        if layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
-        self.capacity, self.strategy, self.separator_id = capacity, strategy, separator_id
-        self.overflow, self.pad_id, self.layout = overflow, pad_id, layout
-        self.attention_mask, self.label_separators, self.seed = (
-            attention_mask, label_separators, seed)
+        _required_capacity(capacity, options, "PackedCollator")
+        self.options = PackOptions.resolve(
+            options, capacity=capacity, strategy=strategy, separator_id=separator_id,
+            overflow=overflow, pad_id=pad_id, seed=seed, layout=layout,
+            label_separators=label_separators)
+        self.attention_mask = attention_mask
 
     def pack(self, examples: Sequence[Mapping[str, Any]]) -> PackedBatch:
         """The :class:`PackedBatch` of ``examples`` (numpy; use ``__call__`` for tensors)."""
@@ -544,12 +587,11 @@ class PackedCollator:
         if any(has_labels) and not all(has_labels):
             raise ValueError("either every example has 'labels' or none does")
         return pack(
-            ids, self.capacity, strategy=self.strategy, separator_id=self.separator_id,
+            ids,
             completion_mask=[_to_list(ex["completion_mask"]) for ex in examples]
             if all(has_mask) else None,
             labels=[_to_list(ex["labels"]) for ex in examples] if all(has_labels) else None,
-            overflow=self.overflow, pad_id=self.pad_id, seed=self.seed, layout=self.layout,
-            label_separators=self.label_separators,
+            options=self.options,
         )
 
     def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

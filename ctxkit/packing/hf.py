@@ -21,7 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.packing.collate import LAYOUTS, PackedBatch, pack_arrays
+from ctxkit.packing.collate import PackedBatch, pack_arrays
+from ctxkit.packing.options import PackOptions
+
+_D = PackOptions()
 
 __all__ = ["pack_dataset", "packed_rows", "packed_table"]
 
@@ -128,18 +131,19 @@ def _list_column(table, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 def pack_dataset(
     dataset,
-    capacity: int,
-    strategy: str = "bfd",
+    capacity: int | None = None,
+    strategy: str = _D.strategy,
     *,
     column: str = "input_ids",
-    separator_id: int | None = None,
-    overflow: str = "error",
-    pad_id: int = 0,
-    seed: int | None = None,
-    layout: str = "flat",
-    label_separators: bool = False,
+    separator_id: int | None = _D.separator_id,
+    overflow: str = _D.overflow,
+    pad_id: int = _D.pad_id,
+    seed: int | None = _D.seed,
+    layout: str | None = None,
+    label_separators: bool = _D.label_separators,
     id_column: str | None = None,
     return_batch: bool = False,
+    options: PackOptions | None = None,
 ):
     """Pack a Hugging Face ``Dataset`` (or each split of a ``DatasetDict``) into windows.
 
@@ -148,7 +152,9 @@ def pack_dataset(
     ``labels``, ``position_ids``, ``segment_ids``, ``seq_lengths``, ``source_ids``,
     ``source_ranges`` (see :func:`packed_table`). With ``return_batch=True`` also returns the
     :class:`~ctxkit.packing.collate.PackedBatch` (its report: windows, lower bound, utilization,
-    split/truncated/dropped/empty inputs).
+    split/truncated/dropped/empty inputs). ``layout`` defaults to ``"flat"`` (TRL's
+    padding-free rows) or, when ``options`` (a :class:`~ctxkit.packing.options.PackOptions`)
+    is given, to its layout; ``capacity`` is required unless ``options`` carries it.
 
     Example:
         >>> from datasets import Dataset
@@ -158,17 +164,19 @@ def pack_dataset(
         [[1, 2, 3, 6], [4, 5]]
     """
     datasets = _import_datasets()
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    if capacity is None and options is None:
+        raise TypeError("pack_dataset needs capacity (or options=PackOptions(capacity=...))")
+    opts = PackOptions.resolve(
+        options, capacity=capacity, strategy=strategy, separator_id=separator_id,
+        overflow=overflow, pad_id=pad_id, seed=seed, label_separators=label_separators,
+    )
+    opts = opts.replace(layout=layout or (opts.layout if options is not None else "flat"))
     if isinstance(dataset, datasets.DatasetDict):
         if return_batch:
             raise ValueError("return_batch works on one Dataset, not a DatasetDict")
         return datasets.DatasetDict({
-            split: pack_dataset(
-                ds, capacity, strategy, column=column, separator_id=separator_id,
-                overflow=overflow, pad_id=pad_id, seed=seed, layout=layout,
-                label_separators=label_separators, id_column=id_column,
-            ) for split, ds in dataset.items()
+            split: pack_dataset(ds, column=column, id_column=id_column, options=opts)
+            for split, ds in dataset.items()
         })
     if not isinstance(dataset, datasets.Dataset):
         raise TypeError(f"expected a datasets.Dataset, got {type(dataset).__name__}")
@@ -189,12 +197,8 @@ def pack_dataset(
                 i = int(bad[0])
                 raise ValueError(f"row {i}: {name} has {lens[i]} entries for {lengths[i]} tokens")
             extra[name] = values
-    batch = pack_arrays(
-        tokens, lengths, capacity, strategy=strategy, separator_id=separator_id,
-        completion_mask=extra.get("completion_mask"), labels=extra.get("labels"),
-        overflow=overflow, pad_id=pad_id, seed=seed, layout=layout,
-        label_separators=label_separators,
-    )
+    batch = pack_arrays(tokens, lengths, completion_mask=extra.get("completion_mask"),
+                        labels=extra.get("labels"), options=opts)
     ids = table.column(id_column).to_pylist() if id_column is not None else None
     from datasets.table import InMemoryTable
 

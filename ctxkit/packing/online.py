@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.packing.plan import OVERFLOW_POLICIES, pack_lengths
+from ctxkit.packing.options import OVERFLOW_POLICIES, check_capacity, check_choice
+from ctxkit.packing.plan import pack_lengths
 
 __all__ = ["OnlinePacker", "StreamWindow", "pack_stream"]
 
@@ -68,18 +69,12 @@ class OnlinePacker:
         carry_fraction: float = 0.25,
         length: Callable[[Any], int] | None = None,
     ):
-        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)):
-            raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
-        if capacity <= 0:
-            raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
+        check_capacity(capacity)
         if not isinstance(buffer_size, (int, np.integer)) or buffer_size <= 0:
             raise ValueError(f"buffer_size must be a positive integer, got {buffer_size!r}")
         if strategy not in ("bfd", "ffd", "optimal"):
             raise ValueError(f"online packing supports bfd, ffd or optimal, not {strategy!r}")
-        if overflow not in OVERFLOW_POLICIES:
-            raise ValueError(
-                f"unknown overflow policy {overflow!r}; choose one of {OVERFLOW_POLICIES}"
-            )
+        check_choice(overflow, OVERFLOW_POLICIES, "overflow")
         if not 0 <= carry_fraction < 1:
             raise ValueError("carry_fraction must be in [0, 1)")
         self.capacity, self.buffer_size = int(capacity), int(buffer_size)

@@ -63,6 +63,7 @@ import numpy as np
 from ctxkit.errors import SequenceTooLongError
 from ctxkit.packing.binpack import bfd, ffd, next_fit
 from ctxkit.packing.optimal import optimal_assign
+from ctxkit.packing.options import OVERFLOW_POLICIES, STRATEGIES, check_capacity, check_choice
 
 __all__ = [
     "OVERFLOW_POLICIES",
@@ -73,9 +74,6 @@ __all__ = [
     "assign_bins",
     "pack_lengths",
 ]
-
-STRATEGIES = ("bfd", "ffd", "wrapped", "greedy", "optimal")
-OVERFLOW_POLICIES = ("error", "split", "truncate", "drop")
 
 _EMPTY = np.zeros(0, np.int64)
 
@@ -231,12 +229,9 @@ class PackPlan:
 
 
 def _validate(lengths, capacity: int, strategy: str, overflow: str) -> np.ndarray:
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; choose one of {STRATEGIES}")
-    if overflow not in OVERFLOW_POLICIES:
-        raise ValueError(f"unknown overflow policy {overflow!r}; choose one of {OVERFLOW_POLICIES}")
-    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity <= 0:
-        raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
+    check_choice(strategy, STRATEGIES, "strategy")
+    check_choice(overflow, OVERFLOW_POLICIES, "overflow")
+    check_capacity(capacity)
     arr = np.asarray(lengths)
     if arr.ndim != 1:
         raise ValueError("lengths must be a 1-D sequence of integers")
