@@ -62,14 +62,15 @@ class Relevance:
 
 
 def bm25(units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75) -> np.ndarray:
-    """Okapi BM25 score of each unit for ``query`` (Robertson & Zaragoza 2009), unnormalised.
+    """Okapi BM25 score of each unit for ``query`` (Robertson & Zaragoza 2009), unnormalised;
+    English stop words of the query are ignored when it has other words.
 
     Example:
         >>> s = bm25(["the cat sat", "a dog ran", "cat cat"], "cat")
         >>> bool(s[2] > s[0] > s[1])
         True
     """
-    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
 
     if not units:
         return np.zeros(0)
@@ -79,7 +80,11 @@ def bm25(units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75) -> 
     except ValueError:
         return np.zeros(len(units))
     vocab = vec.vocabulary_
-    q_ids = sorted({vocab[w] for w in re.findall(r"\w+", query.lower()) if w in vocab})
+    words = re.findall(r"\w+", query.lower())
+    # "who", "did", "the" in a question match every unit a little: rank by the content words
+    # (scikit-learn's English stop words), unless the query has nothing else
+    words = [w for w in words if w not in ENGLISH_STOP_WORDS] or words
+    q_ids = sorted({vocab[w] for w in words if w in vocab})
     if not q_ids:
         return np.zeros(len(units))
     doc_len = np.asarray(tf.sum(axis=1)).ravel()
@@ -153,7 +158,7 @@ def hybrid_relevance(units: Sequence[str], query: str, *, embeddings: np.ndarray
         >>> hybrid_relevance(units, "Which city has the Eiffel Tower?").order.tolist()
         [0, 1]
     """
-    if not 0.0 <= lexical_weight:
+    if lexical_weight < 0:
         raise ValueError(f"lexical_weight must be >= 0, got {lexical_weight}")
     n = len(units)
     if embeddings is not None and len(embeddings) != n:
