@@ -74,9 +74,10 @@ def dedup_stage(data: DemoData, threshold: float = 0.8,
                 tokenizer: str = "cl100k_base") -> DedupStage:
     """Remove exact and near duplicates from ``data.records`` (text: :func:`record_text`).
 
-    ``threshold`` is 0.8 rather than dedup's default 0.5: the generated records are built
-    from a small stock of template sentences, which share enough 5-grams at 0.5 to link
-    records that are not copies (the same caveat as real data with shared boilerplate).
+    ``threshold`` is 0.8 rather than dedup's default 0.7: the generated records are built
+    from a small stock of template sentences, which share enough 5-grams at 0.7 to link
+    records that are not copies (the caveat of real data with shared boilerplate,
+    ``docs/dedup.md``).
 
     Example:
         >>> from ctxkit.demo.data import demo_dataset

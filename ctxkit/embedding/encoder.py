@@ -61,7 +61,7 @@ __all__ = ["EncodeStats", "PackedEncoder", "Tokenized", "choose_rows"]
 # the linear FLOPs instead of 11% at 256, for 2% more padding); on instruction-length texts
 # it keeps rows of max_seq_length. Our CPU measurements could not separate the two (the
 # shared 2-core machine varied up to 2x between rounds of identical work); the benchmark
-# reports both, see the module docstring.
+# reports both, see docs/embedding.md ("Row length").
 ATTN_WEIGHT = 1.0
 _D = EmbedOptions()  # the defaults of every keyword below come from here
 
@@ -181,7 +181,7 @@ class PackedEncoder:
         self.device = self.backbone.device
         self.dtype = self.backbone.dtype
         on_gpu = self.device.type == "cuda"
-        # CPU: 8192 slots ran slower than 4096 (module docstring, "token-sized forwards")
+        # CPU: 8192 slots ran slower than 4096 (docs/embedding.md, "Token-sized forwards")
         self.batch_tokens = opts.batch_tokens or (65536 if on_gpu else 4096)
         self.row_length = opts.row_length
         self._flash = flash_varlen_fn() if on_gpu else None
