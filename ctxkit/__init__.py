@@ -47,6 +47,7 @@ _EXPORTS = {
     "CompressResult": "ctxkit.compression.prune",
     "compress_chat": "ctxkit.compression.chat",
     "ChatCompression": "ctxkit.compression.chat",
+    "ChatMemory": "ctxkit.compression.memory",
     "PackedEncoder": "ctxkit.embedding.encoder",
     "EmbedOptions": "ctxkit.embedding.options",
     "evaluate": "ctxkit.evaluation.harness",

@@ -453,6 +453,14 @@ def chat_cmd(
     scorer: Annotated[str, typer.Option(help="embedding | idf | lm")] = "embedding",
     tokenizer: Annotated[str, typer.Option(
         help="Tokenizer the budget is counted in.")] = "cl100k_base",
+    alternate: Annotated[bool, typer.Option(
+        help="Keep user/assistant turns alternating (for strict chat templates).")] = False,
+    shorten: Annotated[bool, typer.Option(
+        help="Shorten older turns (low-information words dropped) so more of them fit.")
+    ] = True,
+    replay: Annotated[bool, typer.Option(
+        help="Replay each conversation through ChatMemory, compressing after every message, "
+             "and print each turn's history and window tokens.")] = False,
     id_field: IdFieldOpt = None,
     report: Annotated[Path | None, typer.Option(help="Write the ledger here (JSON).")] = None,
     skip_bad: SkipBadOpt = False,
@@ -465,7 +473,8 @@ def chat_cmd(
     render(run_chat(
         Source(path, None, "messages", id_field, skip_bad), Target(output, report, in_place),
         budget=budget, keep_last=keep_last, keep_system=keep_system, query=query,
-        scorer=scorer, tokenizer=tokenizer, progress=progress_bar(progress)))
+        scorer=scorer, tokenizer=tokenizer, alternate=alternate, shorten=shorten,
+        replay=replay, progress=progress_bar(progress)))
 
 
 @app.command("density")

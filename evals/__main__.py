@@ -13,6 +13,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from evals._common import machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ("packing", "dedup", "embedding", "compression", "public_compression",
-              "distributed")
+              "chat_memory", "distributed")
 
 
 def git_commit() -> str | None:
@@ -52,8 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run ctxkit's benchmark suite.")
     parser.add_argument("--quick", action="store_true", help="smoke mode: seconds, small data")
     parser.add_argument("--only", default="", help="subset of " + ",".join(BENCHMARKS))
-    parser.add_argument("--out", type=Path, default=ROOT / "evals" / "results")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results folder (default: evals/results; with --quick a fresh "
+                             "temporary folder, so a smoke run never replaces measured results)")
     args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = Path(tempfile.mkdtemp(prefix="ctxkit-quick-")) if args.quick else (
+            ROOT / "evals" / "results")
     names = available()
     if args.only:
         wanted = [n.strip() for n in args.only.split(",") if n.strip()]

@@ -152,3 +152,84 @@ def test_never_exceeds_budget(picks, budget, keep_last):
         keep_last == 0 or count_chat_tokens(msgs) <= budget
     changed = {c.index for c in out.ledger}
     assert set(range(len(msgs))) == set(out.kept) | changed
+
+
+def _sides(out):
+    return [("user" if m["role"] == "user" else "assistant", i)
+            for m, i in zip(out.messages, out.kept) if m["role"] != "system"]
+
+
+def test_alternate_keeps_user_assistant_turns_alternating():
+    msgs = history()
+    for budget in (60, 80, 100, 140, 200):
+        plain = compress_chat(msgs, budget, keep_last=1, scorer=SCORER)
+        out = compress_chat(msgs, budget, keep_last=1, scorer=SCORER, alternate=True)
+        assert out.compressed_tokens <= budget
+        sides = _sides(out)
+        assert sides[0][0] == "user"
+        for (a, i), (b, j) in zip(sides, sides[1:]):
+            assert a != b or j == i + 1, (budget, sides)  # only the input's own adjacency
+        assert {c.code for c in out.ledger} <= {"filler", "duplicate", "over_budget",
+                                                "shortened", "alternation"}
+        assert set(out.kept) <= set(plain.kept)
+    # a budget where plain selection leaves two user turns in a row
+    broken = [k for k in (60, 80, 100, 140, 200)
+              if any(a == b == "user" for (a, _), (b, _) in
+                     zip(_sides(compress_chat(msgs, k, keep_last=1, scorer=SCORER)),
+                         _sides(compress_chat(msgs, k, keep_last=1, scorer=SCORER))[1:]))]
+    assert broken, "the history should exercise the alternation fix"
+    out = compress_chat(msgs, broken[0], keep_last=1, scorer=SCORER, alternate=True)
+    assert any(c.code == "alternation" for c in out.ledger)
+
+
+def test_orphaned_tool_result_is_never_kept():
+    msgs = [{"role": "system", "content": "Use tools."},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function",
+                 "function": {"name": "search", "arguments": "{\"q\": \"flights\"}"}}]},
+            {"role": "user", "content": "Also, my booking code is ZX81Q. " + LONG[:200]},
+            # answers c1, but its call is two messages up: a group of its own
+            {"role": "tool", "tool_call_id": "c1", "content": "Flight 9 leaves at 7:40."},
+            {"role": "assistant", "content": "Your flight leaves at 7:40."},
+            {"role": "user", "content": "What was my booking code?"}]
+    for budget in (40, 60, 90, 130):
+        out = compress_chat(msgs, budget, keep_last=1, scorer=SCORER)
+        assert out.compressed_tokens <= budget
+        if 3 in out.kept:
+            assert 1 in out.kept
+        first = next(m for m in out.messages if m["role"] != "system")
+        assert first["role"] != "tool"
+    out = compress_chat(msgs, 60, keep_last=1, scorer=SCORER)
+    assert any(c.code == "orphaned_tool_result" for c in out.ledger) or 1 in out.kept
+
+
+@given(picks=st.lists(st.sampled_from(TURNS + ["TOOL"]), min_size=1, max_size=14),
+       budget=st.integers(30, 300), keep_last=st.integers(0, 3))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_alternate_never_exceeds_budget_or_orphans(picks, budget, keep_last):
+    msgs, role = [], "user"
+    for k, t in enumerate(picks):
+        if t == "TOOL":
+            msgs.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"c{k}", "type": "function",
+                 "function": {"name": "f", "arguments": "{}"}}]})
+            msgs.append({"role": "tool", "tool_call_id": f"c{k}", "content": "result 42"})
+            role = "user"
+            continue
+        msgs.append({"role": role, "content": t})
+        role = "assistant" if role == "user" else "user"
+    try:
+        out = compress_chat(msgs, budget, keep_last=keep_last, scorer=SCORER, alternate=True)
+    except ValueError as exc:
+        assert "too small for the kept messages" in str(exc)
+        return
+    assert out.compressed_tokens == count_chat_tokens(out.messages) <= budget
+    kept = set(out.kept)
+    for i in kept:
+        if msgs[i]["role"] == "tool":
+            assert i - 1 in kept
+    assert set(range(len(msgs))) == kept | {c.index for c in out.ledger}
+    sides = _sides(out)
+    tail = set(range(len(msgs) - keep_last, len(msgs))) if keep_last else set()
+    for (a, i), (b, j) in zip(sides, sides[1:]):
+        assert a != b or j == i + 1 or ({i, j} <= tail) or i in tail and j in tail

@@ -10,14 +10,25 @@ In order:
 
 1. the system prompt (``keep_system``) and the last ``keep_last`` messages stay verbatim (a
    budget too small for them is a ``ValueError``);
-2. filler turns ("thanks!", "ok", "got it") and near-duplicate turns (a re-asked question: the
-   earlier copy goes, the latest stays) are dropped;
-3. the other turns are scored by relevance to the latest user turn (or ``query``) and their
-   information per token, as ``compress`` scores units; the best are kept whole while they
-   fit, a turn too long for what is left is shortened with ``compress``, the rest dropped.
+2. filler turns ("thanks!", "ok", "got it") and re-asked questions (word 3-gram Jaccard at
+   least ``dedup_threshold`` with a later turn of the same role: the latest copy stays) go;
+3. the other turns are ranked by relevance to the latest user turn (or ``query``; the
+   default ``embedding`` scorer fuses MiniLM and BM25) mixed with information per token as
+   ``compress`` scores units, each turn then gaining a share (``neighbors``) of its better
+   neighbour's score (an answer rarely repeats its question's words);
+4. coarse to fine, after LongLLMLingua: the best turns are kept whole in ``whole_share`` of the
+   free room; the next ones are kept shortened to about ``word_keep`` of their tokens (their
+   least informative words dropped, numbers and names kept) while they fit; a turn too long
+   even so is cut to the last of the room with ``compress``, the rest dropped; room left at
+   the end gives shortened turns their whole text back, most relevant first;
+5. a tool result whose call is gone is dropped; with ``alternate=True`` user and assistant
+   turns are kept alternating.
 
 An assistant message with tool calls and the tool results answering it are one unit: kept or
 dropped together, never shortened. Every removed or shortened message is in the ledger.
+Per-message features (tokens, bits, shingles, embeddings, shortened forms) come from a
+:class:`~ctxkit.compression.chat_features.ChatFeatures` store: fresh per call here, kept across
+turns by :class:`~ctxkit.compression.memory.ChatMemory`, which returns the same results.
 
 Example:
     >>> msgs = [{"role": "system", "content": "You are terse."},
@@ -26,16 +37,17 @@ Example:
     ...         {"role": "user", "content": "thanks!"},
     ...         {"role": "assistant", "content": "The weather is sunny with a light breeze."},
     ...         {"role": "user", "content": "What is my locker code?"}]
-    >>> out = compress_chat(msgs, budget=40, keep_last=1)
+    >>> out = compress_chat(msgs, budget=36, keep_last=1)
     >>> [m["content"] for m in out.messages]
     ['You are terse.', 'My locker code is 4417.', 'What is my locker code?']
     >>> [(c.index, c.reason) for c in out.ledger]
     [(2, 'filler'), (3, 'filler'), (4, 'over budget')]
+    >>> [m["content"] for m in compress_chat(msgs, budget=44, keep_last=1).messages[1:3]]
+    ['My locker code is 4417.', 'weather sunny with light breeze']
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -43,10 +55,10 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.compression.density import near_duplicates
-from ctxkit.compression.prune import check_budget, compress, unit_scores
+from ctxkit.compression.chat_features import ChatFeatures, billed_tokens
+from ctxkit.compression.prune import check_budget, compress
 from ctxkit.compression.relevance import spread_to_neighbors
-from ctxkit.compression.scorers import Scorer, get_scorer
+from ctxkit.compression.scorers import Scorer
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
 from ctxkit.io.messages import raw_role as _role
@@ -80,7 +92,9 @@ class MessageChange:
     tokens_before: int
     tokens_after: int
     score: float | None = None
-    code: str = ""  # ``reason`` as data: filler, duplicate, over_budget or shortened
+    # ``reason`` as data: filler, duplicate, over_budget, shortened, orphaned_tool_result or
+    # alternation
+    code: str = ""
 
 
 @dataclass
@@ -133,13 +147,7 @@ def count_chat_tokens(messages: Sequence[Mapping[str, Any]], tokenizer: str | To
 
 
 def _message_tokens(m: Mapping[str, Any], index: int, tok: Tokenizer, per_message: int) -> int:
-    n = per_message + tok.count(_role(m)) + tok.count(_text(m, index))
-    if m.get("name"):
-        n += 1 + tok.count(str(m["name"]))
-    for key in ("tool_calls", "function_call"):
-        if m.get(key):
-            n += tok.count(json.dumps(m[key], ensure_ascii=False, sort_keys=True))
-    return n
+    return billed_tokens(m, _role(m), _text(m, index), per_message, tok.count)
 
 
 def _groups(messages: Sequence[Mapping[str, Any]]) -> list[list[int]]:
@@ -163,7 +171,48 @@ def _is_call(m: Mapping[str, Any]) -> bool:
     return bool(m.get("tool_calls") or m.get("function_call")) or _role(m) in _TOOL_CALLERS
 
 
+
+
 # ---------------------------------------------------------------------------------------------
+# options
+
+DEFAULT_SCORER = "embedding"  # compress_chat's and ChatMemory's: MiniLM + BM25, hybrid
+
+
+@dataclass(frozen=True)
+class ChatOptions:
+    """How ``compress_chat`` (and ``ChatMemory``) choose what to keep; validated once.
+
+    See :func:`compress_chat` for what each option does.
+    """
+
+    keep_last: int = 2
+    keep_system: bool = True
+    per_message: int = 3
+    reply_priming: int = 3
+    shorten: bool = True
+    min_shortened: int = 24
+    dedup_threshold: float = 0.8
+    query_weight: float = 0.95
+    neighbors: float = 0.3
+    whole_share: float = 0.25
+    word_keep: float = 0.5
+    alternate: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("keep_last", "per_message", "reply_priming", "min_shortened"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        for name, lo, hi in (("query_weight", 0.0, 1.0), ("neighbors", 0.0, 1.0),
+                             ("whole_share", 0.0, 1.0), ("word_keep", 0.0, 1.0)):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not lo <= value <= hi:
+                raise ValueError(f"{name} must be in [{lo}, {hi}], got {value!r}")
+        if self.word_keep == 0.0:
+            raise ValueError("word_keep must be > 0 (use shorten=False to never shorten)")
+        if not 0.0 < self.dedup_threshold <= 1.0:
+            raise ValueError(f"dedup_threshold must be in (0, 1], got {self.dedup_threshold}")
 
 
 def compress_chat(
@@ -173,60 +222,81 @@ def compress_chat(
     keep_system: bool = True,
     query: str | None = None,
     tokenizer: str | Tokenizer = "cl100k_base",
-    scorer: str | Scorer = "embedding",
+    scorer: str | Scorer = DEFAULT_SCORER,
     *,
-    neighbors: float = 0.3,
     per_message: int = 3,
     reply_priming: int = 3,
     shorten: bool = True,
     min_shortened: int = 24,
     dedup_threshold: float = 0.8,
     query_weight: float = 0.95,
+    neighbors: float = 0.3,
+    whole_share: float = 0.25,
+    word_keep: float = 0.5,
+    alternate: bool = False,
 ) -> ChatCompression:
     """Fit a chat history into ``budget`` tokens; see the module docstring for the policy.
 
     ``neighbors``: with a query, each turn's score gains this share of its better neighbour's
-    (:func:`~ctxkit.compression.relevance.spread_to_neighbors`).
-    ``min_shortened``: a turn is shortened only when at least this many content tokens remain
-    for it (a shorter stub rarely helps); otherwise it is dropped.
+    (:func:`~ctxkit.compression.relevance.spread_to_neighbors`: the question a kept answer
+    replies to). ``whole_share``: share of the free room given to the most relevant
+    turns kept whole; the rest holds the next turns shortened to ``word_keep`` of their tokens
+    (their least informative words dropped), so more of the history survives. ``shorten=False``
+    keeps turns whole or drops them. ``min_shortened``: a turn is cut to fit the last of the
+    room only when at least this many content tokens remain for it. ``alternate``: keep
+    user/assistant turns alternating (two user turns in a row break many chat templates) by
+    dropping the weaker of two same-side turns that a removal made adjacent, and never start
+    with an assistant turn. A tool result whose call is not kept is never kept.
     """
+    opts = ChatOptions(keep_last, keep_system, per_message, reply_priming, shorten,
+                       min_shortened, dedup_threshold, query_weight, neighbors, whole_share,
+                       word_keep, alternate)
+    return select(messages, budget, opts, ChatFeatures(tokenizer, scorer), query)
+
+
+def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions,
+           features: ChatFeatures, query: str | None = None) -> ChatCompression:
+    """``compress_chat`` with its options and a feature store given (``ChatMemory`` keeps one
+    store for a whole conversation; the result is the same as with a fresh one)."""
     check_budget(budget)
-    if keep_last < 0:
-        raise ValueError(f"keep_last must be >= 0, got {keep_last}")
     fmt = _format(messages)
-    tok = resolve_tokenizer(tokenizer)
+    n = len(messages)
     texts = [_text(m, i) for i, m in enumerate(messages)]
     roles = [_role(m) for m in messages]
-    cost = np.array([_message_tokens(m, i, tok, per_message) for i, m in enumerate(messages)],
-                    dtype=np.int64)
-    priming = reply_priming if len(messages) else 0
+    cost = np.array([features.message_tokens(m, roles[i], texts[i], opts.per_message)
+                     for i, m in enumerate(messages)], dtype=np.int64)
+    priming = opts.reply_priming if n else 0
     original = int(cost.sum()) + priming
+    new_text: dict[int, str] = {}
+    ledger: list[MessageChange] = []
+    keep = np.ones(n, dtype=bool)
 
-    def result(keep: np.ndarray, new_text: dict[int, str], ledger: list[MessageChange]
-               ) -> ChatCompression:
+    def result() -> ChatCompression:
         out, kept, total = [], [], priming if keep.any() else 0
         for i in np.flatnonzero(keep):
             msg = dict(messages[i])
             if i in new_text:
                 msg["content" if fmt == "openai" else "value"] = new_text[i]
+                total += int(cost[i]) - features.count(texts[i]) + features.count(new_text[i])
+            else:
+                total += int(cost[i])
             out.append(msg)
             kept.append(int(i))
-            total += _message_tokens(msg, int(i), tok, per_message)
         ledger.sort(key=lambda c: c.index)
         return ChatCompression(out, original, total, int(budget), kept, ledger, fmt)
 
-    n = len(messages)
     if original <= budget:
-        return result(np.ones(n, dtype=bool), {}, [])
+        return result()
 
     groups = _groups(messages)
     group_of = np.empty(n, dtype=np.int64)
     for g, members in enumerate(groups):
         group_of[members] = g
     protected = np.zeros(n, dtype=bool)
-    if keep_system:
+    if opts.keep_system:
         protected |= np.array([r in _SYSTEM for r in roles], dtype=bool)
-    tail = [i for i in range(n) if roles[i] not in _SYSTEM or not keep_system][-keep_last:] \
+    keep_last = opts.keep_last
+    tail = [i for i in range(n) if roles[i] not in _SYSTEM or not opts.keep_system][-keep_last:] \
         if keep_last else []
     for i in tail:
         protected[groups[group_of[i]]] = True
@@ -236,13 +306,12 @@ def compress_chat(
             f"budget {budget} is too small for the kept messages: the system prompt and the last "
             f"{keep_last} message(s) need {floor} tokens")
 
-    ledger: list[MessageChange] = []
-    keep = np.ones(n, dtype=bool)
-
     def drop(members: Sequence[int], reason: str, score: float | None = None,
              code: str = "over_budget") -> None:
         for i in members:
             keep[i] = False
+            if new_text.pop(i, None) is not None:  # shortened first, dropped later
+                ledger[:] = [c for c in ledger if c.index != i]
             ledger.append(MessageChange(int(i), roles[i], "dropped", reason, int(cost[i]), 0,
                                         score, code))
 
@@ -250,53 +319,135 @@ def compress_chat(
     for i in range(n):
         if not protected[i] and single[i] and _FILLER.match(texts[i].strip() or "ok"):
             drop([i], "filler", code="filler")
-    # a re-asked question: keep the latest copy, so look for duplicates from the end
-    dup_rev = near_duplicates(texts[::-1], dedup_threshold) if n > 1 else []
-    for k, d in enumerate(dup_rev):
-        i, j = n - 1 - k, n - 1 - d
-        if d >= 0 and keep[i] and not protected[i] and single[i] and roles[i] == roles[j] \
-                and texts[i].strip():
+    # a re-asked question: the latest copy stays
+    for i, j in enumerate(features.near_duplicates(texts, roles, opts.dedup_threshold)):
+        if j >= 0 and keep[i] and not protected[i] and single[i] and texts[i].strip():
             drop([i], f"duplicate of message {j}", code="duplicate")
 
     if query is None:
         query = next((texts[i] for i in range(n - 1, -1, -1) if roles[i] in _USER), None)
     cands = [g for g, members in enumerate(groups)
              if keep[members].all() and not protected[members].any()]
-    cand_text = [" ".join(texts[i] for i in groups[g]) for g in cands]
-    sc = get_scorer(scorer)  # one instance: model-backed scorers load and cache once
-    scores, _ = unit_scores(cand_text, np.array([cost[groups[g]].sum() for g in cands]),
-                            sc, query, query_weight)
-    if query:  # a fact's question or reply sits beside it: turns borrow from their neighbours
-        scores = spread_to_neighbors(scores, neighbors)
+    scores = _scores(features, [" ".join(texts[i] for i in groups[g]) for g in cands],
+                     np.array([cost[groups[g]].sum() for g in cands], dtype=np.int64),
+                     query, opts)
     room = budget - floor - (0 if protected.any() else priming)  # priming once, if any kept
-    new_text: dict[int, str] = {}
     order = np.argsort(-scores, kind="stable")
-    # whole turns first, best first; only then are the best of the rest shortened into what is
-    # left, so a shortened turn never crowds out smaller whole ones ranked below it
-    fits = np.zeros(len(order), dtype=bool)
+    # coarse: the most relevant turns whole, in whole_share of the room
+    whole_room = int(room * opts.whole_share) if opts.shorten else room
+    whole = np.zeros(len(cands), dtype=bool)
     for rank in order:
         need = int(cost[groups[cands[rank]]].sum())
-        if need <= room:
+        if need <= whole_room:
+            whole[rank] = True
+            whole_room -= need
             room -= need
-            fits[rank] = True
-    for rank in order[~fits[order]]:
+    # fine: the next turns pruned to word_keep of their tokens, while they fit
+    pruned: list[tuple[int, int]] = []  # (message, tokens its whole text would add)
+    for rank in order:
+        if whole[rank]:
+            continue
         members = groups[cands[rank]]
         score = float(scores[rank])
+        need = int(cost[members].sum())
+        if not opts.shorten and need <= room:
+            room -= need
+            continue
         i = members[0]
-        framing = int(cost[i]) - tok.count(texts[i])
-        content_room = room - framing
-        if shorten and len(members) == 1 and isinstance(messages[i].get(
-                "content", messages[i].get("value")), str) and content_room >= min_shortened:
-            short = compress(texts[i], content_room, query=query, tokenizer=tok, scorer=sc)
-            if short.text.strip():
-                new_text[i] = short.text
-                after = framing + short.compressed_tokens
-                room -= after
-                ledger.append(MessageChange(i, roles[i], "shortened",
-                                            f"shortened to fit ({len(short.dropped)} of "
-                                            f"{len(short.units)} sentences dropped)",
-                                            int(cost[i]), after, score, "shortened"))
+        framing = int(cost[i]) - features.count(texts[i])
+        # room for the framing alone fits no shortened turn: skip the pruning work
+        if opts.shorten and len(members) == 1 and room > framing and isinstance(
+                messages[i].get("content", messages[i].get("value")), str):
+            short, short_tokens = features.pruned(texts[i], opts.word_keep)
+            if short == texts[i] and need <= room:
+                room -= need
                 continue
+            if short.strip() and framing + short_tokens <= room:
+                room -= framing + short_tokens
+                _shortened(i, short, short_tokens, framing, score, "low-information words "
+                           "dropped", new_text, ledger, roles, cost)
+                pruned.append((i, int(cost[i]) - framing - short_tokens))
+                continue
+            content_room = room - framing
+            if content_room >= opts.min_shortened:
+                cut = compress(texts[i], content_room, query=query, tokenizer=features.tok,
+                               scorer=features.scorer)
+                if cut.text.strip():
+                    room -= framing + cut.compressed_tokens
+                    _shortened(i, cut.text, cut.compressed_tokens, framing, score,
+                               f"shortened to fit ({len(cut.dropped)} of {len(cut.units)} "
+                               f"sentences dropped)", new_text, ledger, roles, cost)
+                    continue
         drop(members, "over budget" + (" (tool call and results)" if len(members) > 1 else ""),
              score)
-    return result(keep, new_text, ledger)
+    # room left over: shortened turns get their whole text back, most relevant first
+    for i, extra in pruned:
+        if extra <= room and i in new_text:
+            room -= extra
+            del new_text[i]
+            ledger[:] = [c for c in ledger if c.index != i]
+    _fix_structure(messages, roles, groups, group_of, keep, protected, cands, scores,
+                   opts.alternate, drop)
+    return result()
+
+
+def _shortened(i: int, text: str, tokens: int, framing: int, score: float, reason: str,
+               new_text: dict[int, str], ledger: list[MessageChange], roles: list[str],
+               cost: np.ndarray) -> None:
+    new_text[i] = text
+    ledger.append(MessageChange(i, roles[i], "shortened", reason, int(cost[i]),
+                                framing + tokens, score, "shortened"))
+
+
+def _scores(features: ChatFeatures, units: list[str], tokens: np.ndarray, query: str | None,
+            opts: ChatOptions) -> np.ndarray:
+    """Utility of each candidate turn: relevance to ``query`` mixed with information per token,
+    as ``compress`` scores units, then spread to neighbouring turns."""
+    if not units:
+        return np.zeros(0)
+    info = features.information(units) / np.maximum(tokens, 1)
+    info = info / info.max() if info.max() > 0 else info
+    if not query:
+        return info
+    rel = features.relevance(units, query)
+    rel = rel / rel.max() if rel.max() > 0 else rel
+    scores = (1.0 - opts.query_weight) * info + opts.query_weight * rel
+    # a fact's question or reply sits beside it: turns borrow from their better neighbour
+    return spread_to_neighbors(scores, opts.neighbors)
+
+
+def _fix_structure(messages: Sequence[Mapping[str, Any]], roles: list[str],
+                   groups: list[list[int]], group_of: np.ndarray, keep: np.ndarray,
+                   protected: np.ndarray, cands: list[int], scores: np.ndarray,
+                   alternate: bool, drop) -> None:
+    """Drop kept tool results whose call is gone and, with ``alternate``, the weaker of two
+    same-side turns that removals made adjacent."""
+    for i in np.flatnonzero(keep):
+        head = groups[group_of[i]][0]
+        if roles[i] in _TOOL_RESULTS and not protected[i] and (
+                head == i or not keep[head]):
+            drop([int(i)], "orphaned tool result", code="orphaned_tool_result")
+    if not alternate:
+        return
+    score_of = {g: float(s) for g, s in zip(cands, scores)}
+
+    def side(i: int) -> str:
+        return "user" if roles[i] in _USER else "assistant"
+
+    while True:
+        seq = [int(i) for i in np.flatnonzero(keep) if roles[i] not in _SYSTEM]
+        bad = None
+        if seq and side(seq[0]) != "user" and not protected[seq[0]]:
+            bad = [seq[0]]
+        for a, b in zip(seq, seq[1:]):
+            if bad:
+                break
+            # adjacent in the input (assistant -> tool -> assistant) is the input's own shape
+            if b != a + 1 and side(a) == side(b) and group_of[a] != group_of[b]:
+                weak = [g for g in (int(group_of[a]), int(group_of[b]))
+                        if not protected[groups[g]].any()]
+                if weak:
+                    bad = groups[min(weak, key=lambda g: (score_of.get(g, 0.0), -g))]
+        if not bad:
+            return
+        drop([i for i in bad if keep[i]], "alternation", code="alternation")

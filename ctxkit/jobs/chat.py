@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit.errors import InputError, Location, OptionError
-from ctxkit.io.messages import MESSAGE_KEYS
+from ctxkit.io.messages import MESSAGE_KEYS, message_format
 from ctxkit.jobs.common import JobReport, Progress, Source, Target, no_progress, require_records
 from ctxkit.jobs.compress import reason_table
 
@@ -23,6 +23,7 @@ class ChatReport(JobReport):
     conversations: list[dict[str, Any]] = field(default_factory=list)
     original_tokens: int = 0
     compressed_tokens: int = 0
+    turns: list[dict[str, Any]] = field(default_factory=list)  # --replay: one row per message
 
     @property
     def changes(self) -> list[dict[str, Any]]:
@@ -39,8 +40,43 @@ class ChatReport(JobReport):
                 ("messages shortened", sum(c["action"] == "shortened" for c in changes))]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"input": self.input, "output": self.output, "budget": self.budget,
-                "conversations": self.conversations, "skipped": self.read.to_dict()["skipped"]}
+        out = {"input": self.input, "output": self.output, "budget": self.budget,
+               "conversations": self.conversations, "skipped": self.read.to_dict()["skipped"]}
+        if self.turns:
+            out["turns"] = self.turns
+        return out
+
+
+def _replay(messages: list[Any], budget: int, cid: str, options: dict[str, Any],
+            scorer: Any, tokenizer: str, rows: list[dict[str, Any]]) -> Any:
+    """Feed ``messages`` to a ChatMemory one by one, compressing after each; the last window
+    (equal to ``compress_chat`` on the whole conversation) is returned."""
+    import time
+
+    from ctxkit.compression.memory import ChatMemory
+
+    mem = ChatMemory(budget, tokenizer=tokenizer, scorer=scorer, **options)
+    res = None
+    for k, message in enumerate(messages):
+        mem.add(message)
+        t0 = time.perf_counter()
+        res = mem.compress()
+        ms = (time.perf_counter() - t0) * 1e3
+        actions = [c.action for c in res.ledger]
+        rows.append({"id": cid, "turn": k, "role": str(message.get("role", message.get("from"))),
+                     "history_tokens": res.original_tokens, "window_tokens": res.compressed_tokens,
+                     "kept": len(res.kept), "shortened": actions.count("shortened"),
+                     "dropped": actions.count("dropped"), "ms": round(ms, 2)})
+    return res
+
+
+def _turn_table(rows: list[dict[str, Any]], limit: int = 200) -> list[tuple[str, Any]]:
+    """The per-turn budget lines the CLI prints (the last ``limit`` when there are more)."""
+    shown = rows[-limit:]
+    return [(f"{r['id']}:{r['turn']} {r['role']}",
+             f"{r['history_tokens']:,} -> {r['window_tokens']:,} tok, {r['kept']} kept "
+             f"({r['shortened']} short), {r['dropped']} dropped, {r['ms']:.0f} ms")
+            for r in shown]
 
 
 def _bare_message_list(source: Source) -> list[Any] | None:
@@ -79,6 +115,9 @@ def run_chat(
     query: str | None = None,
     scorer: str = "embedding",
     tokenizer: str = "cl100k_base",
+    alternate: bool = False,
+    shorten: bool = True,
+    replay: bool = False,
     progress: Progress = no_progress,
 ) -> ChatReport:
     """Compress each conversation of ``source`` to ``budget`` tokens.
@@ -88,6 +127,10 @@ def run_chat(
     The output's format follows its suffix: ``.json`` gets the bare list back for a bare list
     and an array of records otherwise; ``.jsonl`` and ``.parquet`` get one record per
     conversation (a bare list becomes ``{"messages": [...]}``). Records keep every field.
+
+    ``replay``: feed each conversation to a :class:`~ctxkit.ChatMemory` one message at a time
+    and compress after each, as a chat application would; every turn's history and window
+    tokens go to ``report.turns``. The written output is the same (the last window).
     """
     from ctxkit.compression.chat import compress_chat
     from ctxkit.compression.prune import check_budget
@@ -100,6 +143,9 @@ def run_chat(
         raise OptionError("--budget", f"--{exc}") from None
     if keep_last < 0:
         raise OptionError("--keep-last", f"--keep-last must be >= 0, got {keep_last}")
+    if replay and query is not None:
+        raise OptionError("--query", "--replay compresses each turn for its own last user "
+                                     "message; drop --query")
     fmt = record_format(target.output)
     try:
         sc = get_scorer(scorer)
@@ -117,10 +163,18 @@ def run_chat(
         results: list[Any] = []
         with progress("compressing chats") as advance:
             for cid, messages, holder, where in _conversations(source, report.read):
+                options = {"keep_last": keep_last, "keep_system": keep_system,
+                           "alternate": alternate, "shorten": shorten}
                 try:
-                    res = compress_chat(messages, budget, keep_last=keep_last,
-                                        keep_system=keep_system, query=query,
-                                        tokenizer=tokenizer, scorer=sc)
+                    if replay:
+                        message_format(messages)  # a list of messages, one format
+                        if not messages:
+                            raise ValueError("no messages to replay")
+                        res = _replay(messages, budget, cid, options, sc, tokenizer,
+                                      report.turns)
+                    else:
+                        res = compress_chat(messages, budget, query=query, tokenizer=tokenizer,
+                                            scorer=sc, **options)
                 except (ValueError, TypeError) as exc:
                     raise InputError(str(exc), location=where,
                                      record_id=None if holder is None else cid) from None
@@ -142,6 +196,9 @@ def run_chat(
         else:
             rows = [{"messages": r} if bare else r for r in results]
             write_records(out_tmp, rows, fmt=target.output.suffix)
+        if report.turns:
+            report.tables.append(("per-turn budget (history -> window)",
+                                  _turn_table(report.turns)))
         reasons = reason_table(c["code"] for c in report.changes)
         if reasons:
             report.tables.append(("changed messages by reason", reasons))

@@ -1,0 +1,183 @@
+"""Per-message features of a chat history, computed once per distinct content.
+
+``compress_chat`` needs, for every message, its billed token count, its self-information, its
+word shingles (to find re-asked questions), its relevance inputs (the scorer's embeddings) and,
+for turns that get shortened, a pruned rendering. None of these depends on the rest of the
+history, so :class:`ChatFeatures` keys each by the text it was computed from and hands back
+the stored value next time. ``compress_chat`` uses a fresh one per call; ``ChatMemory`` keeps
+one for the whole conversation, so a call after one new message computes features for that
+message only and then runs the (cheap) selection. Both paths compute every value the same way,
+which is what makes their results identical.
+
+Example:
+    >>> from ctxkit.compression.scorers import IdfScorer
+    >>> f = ChatFeatures("cl100k_base", IdfScorer(table={}, default=8.0))
+    >>> f.count("hello world"), f.count("hello world")
+    (2, 2)
+    >>> f.near_duplicates(["How do I reset it?", "fine", "how do I reset it"],
+    ...                   ["user", "assistant", "user"], 0.8)
+    [2, -1, -1]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ctxkit.compression.scorers import IdfScorer, LMScorer, Scorer, get_scorer
+from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
+
+__all__ = ["ChatFeatures", "billed_tokens"]
+
+
+def billed_tokens(m: Mapping[str, Any], role: str, text: str, per_message: int,
+                  count: Callable[[str], int]) -> int:
+    """Tokens a chat API bills for one message: framing, role, name, content and tool calls."""
+    n = per_message + count(role) + count(text)
+    if m.get("name"):
+        n += 1 + count(str(m["name"]))
+    for key in ("tool_calls", "function_call"):
+        if m.get(key):
+            n += count(json.dumps(m[key], ensure_ascii=False, sort_keys=True))
+    return n
+
+
+class ChatFeatures:
+    """A content-keyed store of per-message features for one tokenizer and scorer.
+
+    ``scorer`` is resolved once, so a model-backed scorer (``"embedding"``) keeps its own
+    embedding cache for as long as this object lives.
+    """
+
+    def __init__(self, tokenizer: str | Tokenizer = "cl100k_base",
+                 scorer: str | Scorer = "idf"):
+        self.tok = resolve_tokenizer(tokenizer)
+        self.scorer = get_scorer(scorer)
+        self._counts: dict[str, int] = {}
+        self._info: dict[str, float] = {}
+        self._shingles: dict[str, np.ndarray] = {}
+        self._pruned: dict[tuple[str, float], tuple[str, int]] = {}
+        # information is cached per text only when a text's bits do not depend on the texts
+        # scored with it (an IdfScorer with no table and no wordfreq fits IDF on each batch)
+        self._info_per_text = isinstance(self.scorer, LMScorer) or (
+            isinstance(self.scorer, IdfScorer)
+            and (self.scorer.table is not None or self.scorer.use_wordfreq))
+
+    # -- tokens -----------------------------------------------------------------------------
+
+    def count(self, text: str) -> int:
+        """Tokens of ``text`` under the tokenizer."""
+        n = self._counts.get(text)
+        if n is None:
+            n = self._counts[text] = self.tok.count(text)
+        return n
+
+    def message_tokens(self, m: Mapping[str, Any], role: str, text: str,
+                       per_message: int) -> int:
+        """What a chat API bills for one message (see :func:`billed_tokens`)."""
+        return billed_tokens(m, role, text, per_message, self.count)
+
+    # -- information and relevance ------------------------------------------------------------
+
+    def information(self, texts: Sequence[str]) -> np.ndarray:
+        """Total self-information (bits) of each text under the scorer."""
+        if not self._info_per_text:
+            return np.array([b.sum() for b in self.scorer.information(list(texts))],
+                            dtype=np.float64)
+        todo = list(dict.fromkeys(t for t in texts if t not in self._info))
+        if todo:
+            self._info.update(zip(todo, (float(b.sum()) for b in
+                                         self.scorer.information(todo))))
+        return np.array([self._info[t] for t in texts], dtype=np.float64)
+
+    def relevance(self, texts: Sequence[str], query: str) -> np.ndarray:
+        """The scorer's relevance of each text to ``query`` (its own caches do the reuse)."""
+        return np.asarray(self.scorer.relevance(list(texts), query), dtype=np.float64)
+
+    # -- near duplicates ----------------------------------------------------------------------
+
+    def _shingle_sets(self, texts: Sequence[str]) -> list[np.ndarray]:
+        from ctxkit.deduplication.minhash import hash_values
+        from ctxkit.deduplication.normalize import Normalization
+
+        todo = list(dict.fromkeys(t for t in texts if t not in self._shingles))
+        if todo:
+            # word 3-grams, ignoring case, whitespace and punctuation (as ``dedup`` does)
+            values, offsets = hash_values(todo, ngram=3, unit="word",
+                                          normalization=Normalization(punctuation=True),
+                                          scheme="affine64")
+            for k, t in enumerate(todo):
+                self._shingles[t] = np.unique(values[offsets[k]:offsets[k + 1]])
+        return [self._shingles[t] for t in texts]
+
+    def near_duplicates(self, texts: Sequence[str], roles: Sequence[str],
+                        threshold: float) -> list[int]:
+        """For each text, the latest *later* text of the same role whose word-3-gram Jaccard
+        similarity is at least ``threshold``, else -1 (a re-asked question keeps its last copy).
+
+        Exact Jaccard over the shingle sets, all pairs at once through one sparse product.
+        """
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError(f"dedup_threshold must be in (0, 1], got {threshold}")
+        n = len(texts)
+        out = [-1] * n
+        sets = self._shingle_sets(texts)
+        sizes = np.array([len(s) for s in sets], dtype=np.int64)
+        if n < 2 or not sizes.any():
+            return out
+        from scipy import sparse
+
+        flat = np.concatenate(sets)
+        _, cols = np.unique(flat, return_inverse=True)
+        rows = np.repeat(np.arange(n), sizes)
+        mat = sparse.csr_matrix((np.ones(len(flat), dtype=np.int32), (rows, cols.ravel())),
+                                shape=(n, int(cols.max()) + 1))
+        inter = sparse.triu(mat @ mat.T, k=1).tocoo()
+        i, j, common = inter.row, inter.col, inter.data.astype(np.float64)
+        jac = common / (sizes[i] + sizes[j] - common)
+        role = np.asarray([str(r) for r in roles], dtype=object)
+        hit = (jac >= threshold - 1e-12) & (role[i] == role[j])
+        # visiting pairs by increasing j leaves each i with its latest match
+        for a, b in sorted(zip(i[hit].tolist(), j[hit].tolist()), key=lambda p: p[1]):
+            out[a] = b
+        return out
+
+    # -- shortening ---------------------------------------------------------------------------
+
+    def pruned(self, text: str, keep: float) -> tuple[str, int]:
+        """``text`` with its least informative words dropped until about ``keep`` of its tokens
+        remain (numbers, identifiers and names stay), and the result's token count.
+
+        Query-independent (as LLMLingua-2's pruning), so it is computed once per text.
+        """
+        key = (text, keep)
+        hit = self._pruned.get(key)
+        if hit is None:
+            from ctxkit.compression.prune import compress
+
+            n = self.count(text)
+            target = max(1, math.ceil(keep * n))
+            short = text if target >= n else compress(
+                text, target, tokenizer=self.tok, scorer=self.scorer,
+                granularity="token").text
+            hit = self._pruned[key] = (short, self.count(short))
+        return hit
+
+    # -- housekeeping -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Distinct texts with a stored token count (the store's size)."""
+        return len(self._counts)
+
+    def retain(self, texts: Sequence[str]) -> None:
+        """Forget features of texts not in ``texts`` (a history that was edited or trimmed)."""
+        live = set(texts)
+        for store in (self._info, self._shingles, self._counts):
+            for t in [t for t in store if t not in live]:
+                del store[t]
+        for key in [k for k in self._pruned if k[0] not in live]:
+            del self._pruned[key]

@@ -1,0 +1,133 @@
+"""A rolling context for chat applications: add a turn, get a window that fits the budget.
+
+:class:`ChatMemory` is :func:`~ctxkit.compression.chat.compress_chat` made incremental. It holds
+the whole conversation and, beside it, a feature store (:class:`ChatFeatures`) keyed by message
+content: token counts, self-information, shingles, the scorer's embeddings and pruned renderings
+are computed once per message and reused. A call to :meth:`ChatMemory.compress` after one new
+message therefore costs that message's features plus the selection, not the whole history, and
+returns exactly what ``compress_chat`` returns on the same history with the same options:
+
+- the system prompt and the last ``keep_last`` turns are the attention sinks and the rolling
+  buffer, always kept verbatim;
+- every older turn is evicted or kept by importance to the latest user turn (or ``query``):
+  the most relevant whole, the next shortened, the rest dropped, each change in the ledger.
+
+:meth:`ChatMemory.to_dict` / :meth:`ChatMemory.from_dict` give a JSON-safe snapshot (messages and
+options, not the cache), so a server can keep one memory per session and restore it; the first
+``compress`` after a restore recomputes the features once.
+
+Example:
+    >>> mem = ChatMemory(budget=60, keep_last=1, scorer="idf")
+    >>> mem.add({"role": "system", "content": "You are terse."})
+    >>> mem.extend([{"role": "user", "content": "My locker code is 4417."},
+    ...             {"role": "assistant", "content": "Noted."},
+    ...             {"role": "user", "content": "The weather is sunny with a light breeze."},
+    ...             {"role": "user", "content": "What is my locker code?"}])
+    >>> len(mem)
+    5
+    >>> window = mem.compress()
+    >>> window.compressed_tokens <= 60 and "4417" in window.messages[1]["content"]
+    True
+    >>> ChatMemory.from_dict(mem.to_dict()).compress().messages == window.messages
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ctxkit.compression.chat import DEFAULT_SCORER, ChatCompression, ChatOptions, select
+from ctxkit.compression.chat_features import ChatFeatures
+from ctxkit.compression.prune import check_budget
+from ctxkit.compression.scorers import Scorer, available_scorers
+from ctxkit.io.messages import message_format as _format
+from ctxkit.io.messages import message_text as _text
+from ctxkit.io.tokenizers import Tokenizer
+
+__all__ = ["ChatMemory"]
+
+_VERSION = 1
+
+
+class ChatMemory:
+    """A conversation plus the per-message features that make compressing it cheap per turn.
+
+    ``budget`` and ``keep_last`` as in ``compress_chat``; ``options`` are ``compress_chat``'s
+    other keyword options (``keep_system``, ``tokenizer``, ``scorer``, ``alternate``, ...).
+    """
+
+    def __init__(self, budget: int = 4096, keep_last: int = 2, *,
+                 tokenizer: str | Tokenizer = "cl100k_base",
+                 scorer: str | Scorer = DEFAULT_SCORER,
+                 **options: Any):
+        check_budget(budget)
+        unknown = set(options) - {f.name for f in dataclasses.fields(ChatOptions)}
+        if unknown:
+            raise TypeError(f"unknown ChatMemory option(s): {sorted(unknown)}")
+        self.budget = int(budget)
+        self.options = ChatOptions(keep_last=keep_last, **options)
+        self.features = ChatFeatures(tokenizer, scorer)
+        self.messages: list[dict[str, Any]] = []
+        self._names = (
+            tokenizer if isinstance(tokenizer, str) else getattr(tokenizer, "name", None),
+            scorer if isinstance(scorer, str) else None)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def add(self, message: Mapping[str, Any]) -> None:
+        """Append one message (OpenAI or ShareGPT format, as the ones before it)."""
+        if not isinstance(message, Mapping):
+            raise TypeError(f"message {len(self.messages)} is {type(message).__name__}, "
+                            "not an object")
+        msg = dict(message)
+        _format(self.messages[-1:] + [msg])  # same format as the history, known keys
+        _text(msg, len(self.messages))  # content must be text or text parts
+        self.messages.append(msg)
+
+    def extend(self, messages: Iterable[Mapping[str, Any]]) -> None:
+        """Append messages in order."""
+        for m in messages:
+            self.add(m)
+
+    def compress(self, query: str | None = None, budget: int | None = None) -> ChatCompression:
+        """The window to send now: ``compress_chat(self.messages, budget, ...)``, from cache.
+
+        ``budget`` overrides the memory's budget for this call.
+        """
+        out = select(self.messages, self.budget if budget is None else budget, self.options,
+                     self.features, query)
+        # an edited history leaves features of vanished texts behind: bound the store
+        if len(self.features) > 4 * len(self.messages) + 64:
+            self.features.retain([_text(m, i) for i, m in enumerate(self.messages)])
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe snapshot: messages, budget and options (scorer and tokenizer by name)."""
+        tokenizer, scorer = self._names
+        if scorer is None:
+            scorer = getattr(self.features.scorer, "name", None)
+            if scorer not in available_scorers():
+                raise ValueError("to_dict needs a scorer given by name (or a registered one); "
+                                 f"got {self.features.scorer!r}")
+        if tokenizer is None:
+            raise ValueError("to_dict needs a tokenizer given by name")
+        return {"version": _VERSION, "budget": self.budget, "tokenizer": tokenizer,
+                "scorer": scorer, "options": dataclasses.asdict(self.options),
+                "messages": [dict(m) for m in self.messages]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChatMemory:
+        """Rebuild a memory from :meth:`to_dict` output (features are recomputed lazily)."""
+        if not isinstance(data, Mapping) or data.get("version") != _VERSION:
+            raise ValueError(f"not a ChatMemory snapshot of version {_VERSION}: "
+                             f"{type(data).__name__} with version "
+                             f"{data.get('version') if isinstance(data, Mapping) else None!r}")
+        options = dict(data["options"])
+        keep_last = options.pop("keep_last")
+        mem = cls(data["budget"], keep_last, tokenizer=data["tokenizer"],
+                  scorer=data["scorer"], **options)
+        mem.extend(data["messages"])
+        return mem

@@ -1,0 +1,150 @@
+"""ChatMemory per-turn latency: replaying a long conversation, against compress_chat per turn.
+
+A chat application compresses its history on every turn. This benchmark replays a LoCoMo
+conversation (the longest of ``shared/data/bench``, 600+ turns) through
+:class:`ctxkit.ChatMemory` one message at a time, calling ``compress()`` after each, and at
+evenly spaced turns also runs what a user would call instead, ``compress_chat`` on the whole
+history so far (a fresh call: every message tokenised, scored and embedded again). Both must
+return the same window (checked at every sampled turn); the figure is the ratio of their
+median per-turn CPU time, for the default scorer and for ``scorer="embedding"``.
+
+    python -m evals.chat_memory            # full: 600+ turns, both scorers
+    python -m evals.chat_memory --quick    # smoke: a generated 60-turn chat, idf only
+
+CPU time (``time.process_time``) is reported because it survives a loaded machine; torch runs
+on one thread so that CPU time is the work done, not threads spinning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from evals._common import data_dir, md_table, write_results  # noqa: E402
+
+
+def _conversation(quick: bool) -> tuple[str, list[dict[str, Any]]]:
+    """The longest LoCoMo conversation, or a generated chat when the data is absent/quick."""
+    root = data_dir()
+    bench = root / "bench" if root is not None else None
+    if not quick and bench is not None and any(bench.glob("locomo_*.json")):
+        from evals.public_bench import load_locomo
+
+        conv = max(load_locomo(bench), key=lambda c: len(c.messages))
+        return f"LoCoMo {conv.name}", conv.messages
+    rng = random.Random(0)
+    topics = ["garden", "router", "invoice", "marathon", "piano", "tax form", "sourdough"]
+    msgs = []
+    for _ in range(30):
+        topic = rng.choice(topics)
+        msgs.append({"role": "user", "content": f"About the {topic}: my number is "
+                     f"{rng.randrange(100, 999)}. What should I do next?"})
+        msgs.append({"role": "assistant", "content": f"For the {topic}, check it daily. " *
+                     rng.randrange(1, 5) + f"Wait {rng.randrange(2, 60)} minutes."})
+    return "generated 60-turn chat", msgs
+
+
+def replay(messages: list[dict[str, Any]], budget: int, scorer: str, samples: int
+           ) -> dict[str, Any]:
+    """Per-turn CPU ms of ChatMemory.compress (every turn) and compress_chat (sampled turns)."""
+    from ctxkit.compression.chat import compress_chat, count_chat_tokens
+    from ctxkit.compression.memory import ChatMemory
+
+    n = len(messages)
+    first = next(k for k in range(n) if count_chat_tokens(messages[:k + 1]) > budget)
+    step = max(1, (n - 1 - first) // max(1, samples - 1))
+    sampled = set(range(n - 1, first - 1, -step)[:samples])
+    mem = ChatMemory(budget, scorer=scorer)
+    memory_ms, fresh_ms, paired = [], [], []
+    mismatches = over = 0
+    for k, m in enumerate(messages):
+        mem.add(m)
+        t0 = time.process_time()
+        window = mem.compress()
+        ms = (time.process_time() - t0) * 1e3
+        over += window.compressed_tokens > budget
+        if k < first:
+            continue
+        memory_ms.append(ms)
+        if k in sampled:
+            t0 = time.process_time()
+            fresh = compress_chat(messages[:k + 1], budget, scorer=scorer)
+            fresh_ms.append((time.process_time() - t0) * 1e3)
+            paired.append(ms)
+            mismatches += fresh.messages != window.messages or fresh.ledger != window.ledger
+        print(f"  {scorer}: turn {k + 1}/{n}", end="\r", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    med_mem, med_fresh = statistics.median(paired), statistics.median(fresh_ms)
+    return {
+        "scorer": scorer,
+        "turns_compressed": len(memory_ms),
+        "sampled_turns": sorted(sampled),
+        "memory_ms_median": round(statistics.median(memory_ms), 2),
+        "memory_ms_median_sampled": round(med_mem, 2),
+        "memory_ms_max": round(max(memory_ms), 2),
+        "compress_chat_ms_median": round(med_fresh, 2),
+        "speedup": round(med_fresh / med_mem, 1) if med_mem else None,
+        "mismatches": mismatches,
+        "over_budget": over,
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    rows = [[f"`{r['scorer']}`", r["turns_compressed"], r["memory_ms_median"],
+             r["compress_chat_ms_median"], f"{r['speedup']}x", r["mismatches"],
+             r["over_budget"]] for r in report["runs"]]
+    return (
+        f"# ChatMemory per-turn latency\n\n"
+        f"Replay of {report['conversation']} ({report['messages']} messages, "
+        f"{report['tokens']:,} tokens) at budget {report['budget']}: `ChatMemory.compress()` "
+        f"after every message against `compress_chat` on the whole history at "
+        f"{report['samples']} evenly spaced turns (median CPU ms per turn, torch on one "
+        f"thread). Mismatches: sampled turns where the two windows differ.\n\n"
+        + md_table(["scorer", "turns", "ChatMemory ms", "compress_chat ms", "speed-up",
+                    "mismatches", "over budget"], rows))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="seconds: generated chat, idf only")
+    ap.add_argument("--out", default="evals/results", help="output directory")
+    ap.add_argument("--budget", type=int, default=4096)
+    ap.add_argument("--samples", type=int, default=None,
+                    help="turns at which compress_chat is timed (default 8; 4 with --quick)")
+    ap.add_argument("--scorers", default="idf,embedding")
+    args = ap.parse_args(argv)
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
+    name, messages = _conversation(args.quick)
+    from ctxkit.compression.chat import count_chat_tokens
+
+    scorers = ["idf"] if args.quick else [s for s in args.scorers.split(",") if s]
+    budget = 300 if args.quick else args.budget
+    samples = args.samples or (4 if args.quick else 8)
+    t0 = time.time()
+    report = {
+        "quick": args.quick, "conversation": name, "messages": len(messages),
+        "tokens": count_chat_tokens(messages), "budget": budget, "samples": samples,
+        "runs": [replay(messages, budget, s, samples) for s in scorers],
+    }
+    report["seconds"] = round(time.time() - t0, 1)
+    write_results(args.out, "chat_memory", report, markdown(report))
+    print(markdown(report))
+    return report
+
+
+if __name__ == "__main__":
+    main()

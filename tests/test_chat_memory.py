@@ -1,0 +1,164 @@
+import json
+import os
+import random
+
+import pytest
+
+import ctxkit
+from ctxkit.compression.chat import compress_chat, count_chat_tokens
+from ctxkit.compression.memory import ChatMemory
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+TOPICS = ["router", "invoice", "flight", "recipe", "garden", "laptop", "tax form", "piano"]
+FACTS = ["My locker code is {n}.", "The invoice number is INV-{n}.", "Book seat {n}A please.",
+         "Use {n} grams of flour.", "I planted {n} tomato plants.", "My laptop serial is SN{n}."]
+
+
+def conversation(turns: int, seed: int = 0) -> list[dict]:
+    """A long support-style chat: templated greetings, facts with numbers, filler, re-asked
+    questions, long answers and a tool call with its result."""
+    rng = random.Random(seed)
+    msgs = [{"role": "system", "content": "You are a helpful assistant. Answer briefly."}]
+    asked: list[str] = []
+    for t in range(turns):
+        kind = rng.random()
+        topic = rng.choice(TOPICS)
+        if kind < 0.1:
+            user = rng.choice(["thanks!", "ok", "got it, thanks"])
+        elif kind < 0.2 and asked:
+            user = rng.choice(asked).lower().rstrip("?")  # a re-asked question
+        elif kind < 0.5:
+            user = rng.choice(FACTS).format(n=rng.randrange(100, 9999))
+        else:
+            user = f"How do I fix the {topic} problem number {rng.randrange(1, 50)}?"
+            asked.append(user)
+        msgs.append({"role": "user", "content": user})
+        if kind > 0.93:
+            msgs.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"call_{t}", "type": "function",
+                 "function": {"name": "lookup", "arguments": json.dumps({"q": topic})}}]})
+            msgs.append({"role": "tool", "tool_call_id": f"call_{t}",
+                         "content": f"{topic}: status ok, ticket {rng.randrange(1000)}"})
+        answer = (f"For the {topic}, first check the settings page. " * rng.randrange(1, 4)
+                  + f"Then restart it and wait {rng.randrange(2, 60)} seconds.")
+        msgs.append({"role": "assistant", "content": answer})
+    return msgs
+
+
+def replay(messages, budget, **options):
+    mem = ChatMemory(budget, **options)
+    for k, m in enumerate(messages):
+        mem.add(m)
+        if m["role"] != "user" or k < 2:
+            continue
+        yield k, mem.compress()
+
+
+@pytest.mark.parametrize("options", [
+    {"keep_last": 2, "scorer": "idf"},
+    {"keep_last": 1, "scorer": "idf", "alternate": True, "whole_share": 1.0},
+    {"keep_last": 3, "scorer": "idf", "shorten": False, "neighbors": 0.0},
+])
+def test_replay_matches_compress_chat_on_every_prefix(options):
+    msgs = conversation(50)
+    budget = 400
+    seen = 0
+    for k, window in replay(msgs, budget, **options):
+        prefix = msgs[:k + 1]
+        if count_chat_tokens(prefix) > budget:
+            seen += 1
+        expected = compress_chat(prefix, budget, **options)
+        assert window.messages == expected.messages, k
+        assert window.kept == expected.kept and window.ledger == expected.ledger, k
+        assert window.compressed_tokens == count_chat_tokens(window.messages) <= budget
+    assert seen > 25  # most windows really compress
+
+
+def test_replay_with_embedding_scorer_matches():
+    pytest.importorskip("torch")
+    msgs = conversation(8, seed=3)
+    for k, window in replay(msgs, 250, scorer="embedding"):
+        expected = compress_chat(msgs[:k + 1], 250, scorer="embedding")
+        assert window.messages == expected.messages and window.ledger == expected.ledger, k
+
+
+def test_round_trip_is_json_safe_and_equal():
+    mem = ChatMemory(budget=300, keep_last=1, scorer="idf", alternate=True, word_keep=0.6)
+    mem.extend(conversation(20, seed=1))
+    snapshot = json.loads(json.dumps(mem.to_dict()))
+    back = ChatMemory.from_dict(snapshot)
+    assert len(back) == len(mem) and back.messages == mem.messages
+    assert back.options == mem.options and back.budget == 300
+    a, b = mem.compress(), back.compress()
+    assert a.messages == b.messages and a.ledger == b.ledger
+    back.add({"role": "user", "content": "And the invoice number?"})
+    assert back.compress().messages[-1]["content"] == "And the invoice number?"
+
+
+def test_budget_override_query_and_public_export():
+    mem = ctxkit.ChatMemory(budget=10_000, scorer="idf")
+    msgs = conversation(30, seed=2)
+    mem.extend(msgs)
+    assert mem.compress().messages == msgs  # fits: untouched
+    small = mem.compress(query="invoice number", budget=200)
+    assert small.compressed_tokens <= 200 and small.budget == 200
+    assert small.messages == compress_chat(msgs, 200, query="invoice number",
+                                           scorer="idf").messages
+
+
+def test_bad_input_is_a_clear_error():
+    mem = ChatMemory(budget=100)
+    mem.add({"role": "user", "content": "hi"})
+    with pytest.raises(ValueError, match="mix"):
+        mem.add({"from": "gpt", "value": "hello"})
+    with pytest.raises(TypeError, match="message 1 is str"):
+        mem.add("hello")
+    with pytest.raises(ValueError, match="message 1 content is int"):
+        mem.add({"role": "user", "content": 3})
+    assert len(mem) == 1
+    with pytest.raises(TypeError, match="unknown ChatMemory option"):
+        ChatMemory(budget=10, keep_lats=2)
+    with pytest.raises(ValueError, match="word_keep"):
+        ChatMemory(budget=10, word_keep=1.5)
+    with pytest.raises(ValueError, match="positive"):
+        ChatMemory(budget=0)
+    with pytest.raises(ValueError, match="snapshot"):
+        ChatMemory.from_dict({"messages": []})
+    with pytest.raises(ValueError, match="too small"):
+        mem.extend([{"role": "assistant", "content": "hello " * 80},
+                     {"role": "user", "content": "and now? " * 20}])
+        mem.compress(budget=50)
+
+
+def test_cli_replay_prints_per_turn_budgets_and_writes_the_last_window(tmp_path, capsys):
+    from ctxkit.cli import main
+
+    msgs = conversation(12, seed=4)
+    src, dst, rep = tmp_path / "in.json", tmp_path / "out.json", tmp_path / "rep.json"
+    src.write_text(json.dumps(msgs))
+    assert main(["chat", str(src), "-b", "200", "-o", str(dst), "--report", str(rep),
+                 "--replay", "--alternate", "--scorer", "idf"]) == 0
+    printed = capsys.readouterr().out
+    assert "per-turn budget" in printed and "0:5 " in printed
+    turns = json.loads(rep.read_text())["turns"]
+    assert [t["turn"] for t in turns] == list(range(len(msgs)))
+    assert all(t["window_tokens"] <= 200 for t in turns)
+    assert turns[-1]["history_tokens"] == count_chat_tokens(msgs)
+    last = compress_chat(msgs, 200, alternate=True, scorer="idf")
+    assert json.loads(dst.read_text()) == last.messages
+    assert main(["chat", str(src), "-b", "200", "-o", str(dst), "--replay", "-q", "x"]) == 2
+    assert "--query" in capsys.readouterr().err
+
+
+def test_edited_history_stays_equal_and_the_store_stays_bounded():
+    msgs = conversation(40, seed=5)
+    mem = ChatMemory(budget=300, scorer="idf")
+    mem.extend(msgs)
+    mem.compress()
+    for k in range(1, len(msgs), 2):  # a server rewrites the stored turns
+        mem.messages[k] = {**mem.messages[k], "content": f"edited turn {k}: code {k * 31}"}
+        if k % 8 == 1:
+            assert mem.compress().messages == compress_chat(mem.messages, 300,
+                                                            scorer="idf").messages
+    assert len(mem.features) <= 4 * len(mem) + 64
