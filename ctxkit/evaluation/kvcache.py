@@ -49,6 +49,7 @@ __all__ = [
     "KVCacheShape",
     "KVCacheSize",
     "format_bytes",
+    "kv_bytes_per_sequence",
     "kv_cache_bytes",
     "kv_cache_change",
     "kv_cache_shape",
@@ -120,19 +121,23 @@ class KVCacheSize:
     window: int | None = None
     window_layers: int = 0
 
-    def __str__(self) -> str:
+    def formula(self) -> str:
+        """How one token's bytes add up, and the window cap: the words inside ``str()``."""
         if self.attention == "MLA":
             what = f"{self.head_dim} latent values"
         else:
             heads = f"{self.kv_heads} KV head{'s' if self.kv_heads != 1 else ''}"
             what = f"2 (K, V) x {heads} x {self.head_dim} head dim"
-        text = (f"{format_bytes(self.bytes)} KV cache for {self.tokens:,} tokens in {self.dtype} "
-                f"({self.model}, {self.attention}: {self.layers} layers x {what} x "
+        text = (f"{self.model}, {self.attention}: {self.layers} layers x {what} x "
                 f"{self.dtype_bytes:g} B = {format_bytes(self.per_token_bytes)} per token")
         if self.window_layers:
             text += (f"; {self.window_layers} of {self.layers} layers hold at most "
                      f"{self.window:,} tokens per sequence")
-        return text + ")"
+        return text
+
+    def __str__(self) -> str:
+        return (f"{format_bytes(self.bytes)} KV cache for {self.tokens:,} tokens in {self.dtype} "
+                f"({self.formula()})")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "human": format_bytes(self.bytes)}
@@ -397,6 +402,24 @@ def kv_cache_bytes(config: ModelSpec, tokens: int | Sequence[int] | np.ndarray,
         tensors=shape.tensors, dtype_bytes=bits / 8, attention=shape.attention,
         window=shape.window if shape.window_layers else None,
         window_layers=shape.window_layers)
+
+
+def kv_bytes_per_sequence(config: ModelSpec, tokens: Sequence[int] | np.ndarray,
+                          dtype: str = "bfloat16") -> np.ndarray:
+    """The KV-cache bytes of each sequence (int64 array), for figures per batch or per row.
+
+    Example:
+        >>> kv_bytes_per_sequence("mistral-7b", [5000, 10]).tolist()
+        [536870912, 1310720]
+    """
+    shape = kv_cache_shape(config)
+    _, bits = _dtype_bits(dtype)
+    counts = _tokens(tokens)
+    held = (shape.layers - shape.window_layers) * counts
+    if shape.window_layers:
+        held = held + shape.window_layers * np.minimum(counts, shape.window)
+    values = held * (shape.tensors * shape.kv_heads * shape.head_dim * bits)
+    return -(-values // 8)
 
 
 def kv_cache_change(config: ModelSpec, before: int | Sequence[int] | np.ndarray,
