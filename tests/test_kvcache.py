@@ -194,6 +194,15 @@ def test_change_before_and_after():
     assert kv_cache_change("gpt2", 0, 0).ratio == 1.0
 
 
+def test_docs_page_examples_run():
+    import doctest
+
+    page = Path(__file__).parents[1] / "docs" / "kvcache.md"
+    result = doctest.testfile(str(page), module_relative=False,
+                              optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 4 and result.failed == 0
+
+
 def test_format_bytes():
     assert [format_bytes(n) for n in (0, 1023, 1024, 36_864, 10 * 2**20, 3 * 2**40)] == \
         ["0 B", "1,023 B", "1.00 KiB", "36.0 KiB", "10.0 MiB", "3.00 TiB"]
