@@ -139,6 +139,17 @@ def test_layer_types_and_pattern():
     assert kv_cache_bytes(gemma3, 5000).bytes == 2 * 16 * 128 * 2 * (10 * 5000 + 52 * 1024)
 
 
+def test_fields_a_config_leaves_out_come_from_transformers_defaults():
+    # a text_config naming neither heads nor head_dim: Gemma3TextConfig fills 8 heads,
+    # 4 KV heads, head_dim 256 and one global layer in 6
+    partial = {"model_type": "gemma3", "text_config": {
+        "model_type": "gemma3_text", "hidden_size": 2560, "num_hidden_layers": 34,
+        "sliding_window": 1024}}
+    shape = kv_cache_shape(partial)
+    assert (shape.kv_heads, shape.head_dim, shape.window_layers) == (4, 256, 34 - 34 // 6)
+    assert kv_cache_bytes(partial, 2000).bytes == 2 * 4 * 256 * 2 * (5 * 2000 + 29 * 1024)
+
+
 def test_qwen2_window_only_when_used():
     qwen = {"num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
             "hidden_size": 3584, "sliding_window": 4096, "use_sliding_window": False,
@@ -227,8 +238,10 @@ def test_format_bytes():
     ({**LLAMA3_8B, "layer_types": ["mamba"] * 32}, "layer type 'mamba' is not supported"),
     ({**LLAMA3_8B, "layer_types": ["sliding_attention"] * 32}, "but no sliding_window"),
     ({"num_hidden_layers": 2, "kv_lora_rank": 512}, "missing qk_rope_head_dim"),
-    ({"model_type": "gemma3", "text_config": {"num_hidden_layers": 4}},
+    ({"model_type": "no-such-model", "text_config": {"num_hidden_layers": 4}},
      "config: text_config: missing num_attention_heads"),
+    ({"model_type": "llama", "num_hidden_layers": 4, "num_attention_heads": 0},
+     "num_attention_heads must be a positive integer, got 0"),
 ])
 def test_bad_configs_say_what_is_missing(config, match):
     with pytest.raises(OptionError, match=match):

@@ -243,8 +243,10 @@ def _int(cfg: Mapping[str, Any], keys: Sequence[str], where: str, *,
                                         f"{value!r}")
         return int(value)
     if required:
-        raise OptionError("config", f"{where}: missing {' / '.join(keys)}; cannot size the "
+        err = OptionError("config", f"{where}: missing {' / '.join(keys)}; cannot size the "
                                     "KV cache")
+        err.missing = True  # kv_cache_shape may fill it from the library's defaults
+        raise err
     return None
 
 
@@ -298,7 +300,9 @@ def kv_cache_shape(config: ModelSpec) -> KVCacheShape:
     ``config``: a preset name (``PRESETS``: ``"llama-3.1-8b"``, ``"mistral-7b"``...), a
     ``config.json`` path, a model directory holding one, a config dict, or a
     :class:`KVCacheShape` (returned as is). Multimodal configs are read from ``text_config``.
-    A missing or invalid field raises :class:`~ctxkit.errors.OptionError` naming it.
+    Fields a config leaves out are filled from transformers' config class for its
+    ``model_type`` when transformers knows it; otherwise a missing or invalid field raises
+    :class:`~ctxkit.errors.OptionError` naming it.
 
     Example:
         >>> s = kv_cache_shape({"num_hidden_layers": 32, "num_attention_heads": 71,
@@ -316,6 +320,33 @@ def kv_cache_shape(config: ModelSpec) -> KVCacheShape:
             cfg = inner
             where = f"{where}: {nested}"
             break
+    try:
+        return _shape(name, cfg, where)
+    except OptionError as exc:
+        filled = _library_defaults(cfg) if getattr(exc, "missing", False) else None
+        if filled is None:
+            raise
+        return _shape(name, filled, f"{where} (with transformers' defaults)")
+
+
+def _library_defaults(cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``cfg`` with the fields it leaves out filled as transformers fills them for its
+    ``model_type`` (multimodal ``text_config`` sections often omit heads and head_dim);
+    None when transformers is missing or does not know the model type."""
+    model_type = cfg.get("model_type")
+    if not isinstance(model_type, str):
+        return None
+    try:
+        from transformers import AutoConfig
+
+        known = AutoConfig.for_model(model_type, **{k: v for k, v in cfg.items()
+                                                    if k != "model_type"}).to_dict()
+    except Exception:  # any failure means: no defaults to offer, report the missing field
+        return None
+    return {**known, **{k: v for k, v in cfg.items() if v is not None}}
+
+
+def _shape(name: str, cfg: Mapping[str, Any], where: str) -> KVCacheShape:
     layers = _int(cfg, _LAYERS, where)
     assert layers is not None
     window, window_layers = _window_layers(cfg, layers, where)
