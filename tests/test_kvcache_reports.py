@@ -143,6 +143,7 @@ def test_eval_padded_vs_packed_by_hand(tmp_path):
     assert summary["packed (bfd): KV per batch (mean) / one pass"] == "12.0 MiB / 24.0 MiB"
     md = (tmp_path / "ev" / "report.md").read_text()
     assert "## KV-cache memory" in md and "| packed (bfd) | 2 |" in md
+    assert "%" not in md.split("## Timings")[1]  # seconds, even for the utilization step
     assert json.loads((tmp_path / "ev" / "report.json").read_text())["sections"]["kv_cache"]
 
 

@@ -113,7 +113,9 @@ def render_markdown(report: EvalReport, plots: Sequence[str] = ()) -> str:
                 lines += ["", f"![{section}]({Path(plot).name})"]
     if report.timings:
         lines += ["", "## Timings", ""]
-        lines += _table(["step", "seconds"], sorted(report.timings.items()))
+        # formatted here: a step named "utilization" must not read as a percentage
+        lines += _table(["step", "seconds"], [(k, _fmt(v)) for k, v in
+                                              sorted(report.timings.items())])
     return "\n".join(lines) + "\n"
 
 
