@@ -32,7 +32,6 @@ Example:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -399,6 +398,19 @@ def _tokens(tokens: Any) -> np.ndarray:
     return arr
 
 
+def _layer_tokens(shape: KVCacheShape, counts: np.ndarray) -> np.ndarray:
+    """Per sequence, the tokens held summed over layers (window layers capped)."""
+    held = (shape.layers - shape.window_layers) * counts
+    if shape.window_layers:
+        held = held + shape.window_layers * np.minimum(counts, shape.window)
+    return held
+
+
+def _ceil_bytes(bits: Any) -> Any:
+    """Bits to whole bytes, rounding up, in integers (floats would lose exactness)."""
+    return -(-bits // 8)
+
+
 def kv_cache_bytes(config: ModelSpec, tokens: int | Sequence[int] | np.ndarray,
                    dtype: str = "bfloat16") -> KVCacheSize:
     """The KV-cache memory of ``tokens`` tokens for the model ``config`` describes.
@@ -419,16 +431,12 @@ def kv_cache_bytes(config: ModelSpec, tokens: int | Sequence[int] | np.ndarray,
     shape = kv_cache_shape(config)
     name, bits = _dtype_bits(dtype)
     counts = _tokens(tokens)
-    total = int(counts.sum())
+    held = int(_layer_tokens(shape, counts).sum())
     per_layer = shape.tensors * shape.kv_heads * shape.head_dim
-    full_layers = shape.layers - shape.window_layers
-    held = full_layers * total
-    if shape.window_layers:
-        held += shape.window_layers * int(np.minimum(counts, shape.window).sum())
     return KVCacheSize(
-        model=shape.name, dtype=name, tokens=total, sequences=int(counts.size),
-        bytes=math.ceil(held * per_layer * bits / 8),
-        per_token_bytes=math.ceil(shape.values_per_token * bits / 8),
+        model=shape.name, dtype=name, tokens=int(counts.sum()), sequences=int(counts.size),
+        bytes=_ceil_bytes(held * per_layer * bits),
+        per_token_bytes=_ceil_bytes(shape.values_per_token * bits),
         layers=shape.layers, kv_heads=shape.kv_heads, head_dim=shape.head_dim,
         tensors=shape.tensors, dtype_bytes=bits / 8, attention=shape.attention,
         window=shape.window if shape.window_layers else None,
@@ -445,12 +453,8 @@ def kv_bytes_per_sequence(config: ModelSpec, tokens: Sequence[int] | np.ndarray,
     """
     shape = kv_cache_shape(config)
     _, bits = _dtype_bits(dtype)
-    counts = _tokens(tokens)
-    held = (shape.layers - shape.window_layers) * counts
-    if shape.window_layers:
-        held = held + shape.window_layers * np.minimum(counts, shape.window)
-    values = held * (shape.tensors * shape.kv_heads * shape.head_dim * bits)
-    return -(-values // 8)
+    held = _layer_tokens(shape, _tokens(tokens))
+    return _ceil_bytes(held * (shape.tensors * shape.kv_heads * shape.head_dim * bits))
 
 
 def kv_cache_change(config: ModelSpec, before: int | Sequence[int] | np.ndarray,
