@@ -147,6 +147,28 @@ def test_eval_padded_vs_packed_by_hand(tmp_path):
     assert json.loads((tmp_path / "ev" / "report.json").read_text())["sections"]["kv_cache"]
 
 
+def test_eval_kv_before_and_after_dedup_and_compression(tmp_path):
+    tok = ctxkit.get_tokenizer("cl100k_base")
+    texts = ["The vault code is 7781 and the courier arrives at noon on Mondays.",
+             "A short unrelated note about soup.",
+             "The vault code is 7781 and the courier arrives at noon on Mondays.",  # duplicate
+             "Release notes: fixed the parser, sped up packing and rewrote the docs. " * 4]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    rep = run_eval(Source(src), Target(tmp_path / "ev"), capacity=256,
+                   kv_model=str(windowed_model(tmp_path)))
+    stages = rep.evaluation.sections["kv_cache"]["stages"]
+    capped = [min(tok.count(t), 16) for t in texts]  # each text one sequence, window 16
+    assert stages["all texts"]["kv_gib"] * 2**30 == pytest.approx(64 * sum(capped))
+    kept = capped[:2] + capped[3:]
+    assert stages["after dedup"]["texts"] == 3
+    assert stages["after dedup"]["kv_saved_share"] == pytest.approx(1 - sum(kept) / sum(capped))
+    sample = stages["compression sample"]
+    assert sample["texts"] >= 1 and stages["compression sample at 1/2"]["tokens"] < \
+        sample["tokens"]
+    assert "KV of all texts -> after dedup" in dict(rep.summary())
+
+
 # ----- the command -----------------------------------------------------------------------------
 
 

@@ -185,6 +185,29 @@ def kv_cache_section(lengths: np.ndarray, capacity: int, shape: Any, dtype: str,
     }
 
 
+def kv_stages(lengths: np.ndarray, keep_mask: np.ndarray | None, shape: Any, dtype: str,
+              sample: tuple[np.ndarray, np.ndarray] | None) -> dict[str, dict[str, Any]]:
+    """KV cache of holding every text as one sequence: all texts, the dedup survivors, and the
+    compression sample before and after, each with the share it saves."""
+    from ctxkit.evaluation.kvcache import kv_bytes_per_sequence
+
+    def row(counts: np.ndarray, base: float | None = None) -> dict[str, Any]:
+        kv = float(kv_bytes_per_sequence(shape, counts, dtype).sum())
+        out = {"texts": int(counts.size), "tokens": int(counts.sum()), "kv_gib": kv / 2**30}
+        if base is not None:
+            out["kv_saved_share"] = 1 - kv / base if base else 0.0
+        return out
+
+    stages = {"all texts": row(lengths)}
+    if keep_mask is not None:
+        stages["after dedup"] = row(lengths[keep_mask], stages["all texts"]["kv_gib"] * 2**30)
+    if sample is not None:
+        before = row(sample[0])
+        stages["compression sample"] = before
+        stages["compression sample at 1/2"] = row(sample[1], before["kv_gib"] * 2**30)
+    return stages
+
+
 def redundancy_section(
     texts: Sequence[str], lengths: np.ndarray, methods: Sequence[str], threshold: float | None,
     seed: int | None,
@@ -256,6 +279,9 @@ def density_section(
             after = text_densities([r.text for r in results], tokenizer=tok)
             groups["sample, before compression"] = [per_text[i] for i in chosen]
             groups["sample, compressed to 1/2"] = after
+            # per-text token counts, for the KV-cache section's before/after figures
+            arrays["sample_tokens_before"] = np.array([per_text[i].tokens for i in chosen])
+            arrays["sample_tokens_after"] = np.array([r.compressed_tokens for r in results])
             compressed = {
                 "sample": len(chosen),
                 "requested_ratio": 0.5,
@@ -412,13 +438,18 @@ def evaluate(
             f"packing plan's windows, every row {capacity} tokens. Texts are truncated to the "
             "window and empty ones left out, as for utilization. Activations of a forward pass "
             "scale with the same token slots, so the padded/packed ratios hold for them; "
-            "weights and activations are not in the bytes."
+            "weights and activations are not in the bytes. Stages: the KV cache of holding "
+            "every text as one sequence (not truncated; window layers capped per text): all "
+            "texts, the survivors of the redundancy section, and the density section's "
+            "compression sample before and after ctxkit.compress at half its tokens."
         )
     keep_mask = np.ones(len(texts), dtype=bool)
+    keep_known = False
     if "redundancy" in sections:
         step("deduplicating")
         t0 = time.perf_counter()
         red, keep_mask = redundancy_section(content, lengths, dedup_methods, dedup_threshold, seed)
+        keep_known = True
         report.sections["redundancy"] = red
         report.timings["redundancy"] = time.perf_counter() - t0
         report.notes["redundancy"] = (
@@ -444,6 +475,12 @@ def evaluate(
             f"compressed sample ({compress_sample} texts of at least 16 tokens, seeded) is each "
             "text passed through ctxkit.compress at half its token count."
         )
+    if kv_shape is not None:
+        arrays = report.extra_arrays
+        sample = (arrays["sample_tokens_before"], arrays["sample_tokens_after"]) \
+            if "sample_tokens_before" in arrays else None
+        report.sections["kv_cache"]["stages"] = kv_stages(
+            lengths, keep_mask if keep_known else None, kv_shape, kv_dtype, sample)
     if "embedding" in sections:
         step("embedding a sample")
         t0 = time.perf_counter()

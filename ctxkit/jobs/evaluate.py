@@ -43,6 +43,15 @@ class EvalJobReport(JobReport):
                 rows.append((f"{name}: KV per batch (mean) / one pass",
                              f"{format_bytes(figures['mean_kv_per_batch_mib'] * 2**20)} / "
                              f"{format_bytes(figures['kv_over_pass_gib'] * 2**30)}"))
+            stages = kv.get("stages", {})
+            for first, then, label in (("all texts", "after dedup", "all texts -> after dedup"),
+                                       ("compression sample", "compression sample at 1/2",
+                                        "compression sample -> at 1/2")):
+                if then in stages:
+                    rows.append((f"KV of {label}",
+                                 f"{format_bytes(stages[first]['kv_gib'] * 2**30)} -> "
+                                 f"{format_bytes(stages[then]['kv_gib'] * 2**30)} "
+                                 f"(saves {stages[then]['kv_saved_share']:.1%})"))
         return rows
 
     def to_dict(self) -> dict[str, Any]:
