@@ -137,15 +137,15 @@ ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress",
                                            help="Show a progress bar.")]
 TokenizerOpt = Annotated[str, typer.Option(
     "--tokenizer", "-t", help="cl100k_base, minilm or hf:<local dir>.")]
+RAY_HELP = ("Run on Ray Data: 'local' (start Ray here), 'auto' (this machine's cluster) or "
+            "ray://HOST:10001. IN may be a directory or URI; -o becomes a directory of part files.")
+RayOpt = Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help=RAY_HELP)]
 KvModelOpt = Annotated[str | None, typer.Option(
     "--kv-model", metavar="NAME_OR_DIR", help="Also report KV-cache memory for this model: a "
     "preset (llama-3.1-8b, mistral-7b, qwen2.5-7b, gemma-2-9b...), a config.json or a model "
     "directory.")]
 KvDtypeOpt = Annotated[str, typer.Option(
     "--kv-dtype", help="KV-cache element type: bfloat16, float16, float32, fp8, int8, int4.")]
-RAY_HELP = ("Run on Ray Data: 'local' (start Ray here), 'auto' (this machine's cluster) or "
-            "ray://HOST:10001. IN may be a directory or URI; -o becomes a directory of part files.")
-RayOpt = Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help=RAY_HELP)]
 
 
 def run_on_ray(command: str, address: str, *args: object, **options: object) -> None:
