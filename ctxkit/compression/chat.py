@@ -113,6 +113,13 @@ class ChatCompression:
     def ratio(self) -> float:
         return self.compressed_tokens / self.original_tokens if self.original_tokens else 1.0
 
+    def kv_cache(self, model: Any, dtype: str = "bfloat16") -> Any:
+        """The KV cache of the whole history and of the compressed window for ``model`` (as in
+        :meth:`CompressResult.kv_cache <ctxkit.compression.prune.CompressResult.kv_cache>`)."""
+        from ctxkit.evaluation.kvcache import kv_cache_change
+
+        return kv_cache_change(model, self.original_tokens, self.compressed_tokens, dtype)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "original_tokens": self.original_tokens,
