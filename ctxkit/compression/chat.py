@@ -48,7 +48,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -59,6 +58,7 @@ from ctxkit.compression.chat_features import ChatFeatures, billed_tokens
 from ctxkit.compression.prune import check_budget, compress
 from ctxkit.compression.relevance import spread_to_neighbors
 from ctxkit.compression.scorers import Scorer
+from ctxkit.io.messages import is_courtesy
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
 from ctxkit.io.messages import raw_role as _role
@@ -71,14 +71,6 @@ _SYSTEM = {"system", "developer"}
 _USER = {"user", "human"}
 _TOOL_CALLERS = {"function_call"}  # ShareGPT's tool call turn
 _TOOL_RESULTS = {"tool", "function", "observation"}
-_FILLER = re.compile(
-    r"^(?:(?:ok(?:ay)?|k|cool|great|nice|awesome|perfect|thanks?|thank\s+you|thx|ty|"
-    r"(?:so\s+)?much|a\s+lot|got\s+it|no\s+problem|np|sounds\s+good|"
-    r"you'?re\s+welcome|welcome|understood|noted|alright|all\s+right|lol|haha|hi|hello|hey|"
-    r"good|very|i\s+see|makes\s+sense|that\s+helps|appreciated?|it|you|much appreciated)"
-    r"[\s!.,:;)(\-]*)+$",
-    re.IGNORECASE,
-)
 
 
 @dataclass
@@ -324,7 +316,7 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
 
     single = [len(groups[group_of[i]]) == 1 for i in range(n)]
     for i in range(n):
-        if not protected[i] and single[i] and _FILLER.match(texts[i].strip() or "ok"):
+        if not protected[i] and single[i] and (not texts[i].strip() or is_courtesy(texts[i])):
             drop([i], "filler", code="filler")
     # a re-asked question: the latest copy stays
     for i, j in enumerate(features.near_duplicates(texts, roles, opts.dedup_threshold)):
