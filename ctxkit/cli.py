@@ -148,15 +148,26 @@ KvDtypeOpt = Annotated[str, typer.Option(
     "--kv-dtype", help="KV-cache element type: bfloat16, float16, float32, fp8, int8, int4.")]
 
 
-def run_on_ray(command: str, address: str, *args: object, **options: object) -> None:
-    """``--ray ADDRESS``: run the command's stage on Ray Data and print its summary."""
+def run_stage(command: str, ray_address: str | None, source: Source, target: Target,
+              progress: bool, **options: object) -> None:
+    """Run a command's job (``ctxkit.jobs.run_<command>``) and print its report, or with
+    ``--ray ADDRESS`` run the same stage with the same options on Ray Data."""
+    if ray_address is None:
+        import ctxkit.jobs as jobs
+
+        job = getattr(jobs, f"run_{command}")
+        render(job(source, target, progress=progress_bar(progress), **options))
+        return
     from ctxkit.distributed import RayMissingError, run_command
 
     try:
-        rows = run_command(command, address, *args, **options)
+        rows = run_command(command, ray_address, source.path, target.output,
+                           field=source.field, id_field=source.id_field,
+                           template=source.template, skip_bad=source.skip_bad,
+                           report_path=target.report, **options)
     except (ValueError, RayMissingError) as exc:
         raise InputError(str(exc)) from None
-    print_table(f"ctxkit {command} on Ray ({address})", rows)
+    print_table(f"ctxkit {command} on Ray ({ray_address})", rows)
 
 
 @app.callback()
@@ -212,22 +223,11 @@ def pack_cmd(
     ray_address: RayOpt = None,
 ) -> None:
     """Tokenize records and pack them into full context windows (no cross-contamination)."""
-    if ray_address is not None:
-        return run_on_ray("pack", ray_address, input_path, output, field=field,
-                          id_field=id_field, template=template, skip_bad=skip_bad,
-                          report_path=report_path, capacity=capacity, tokenizer=tokenizer,
-                          strategy=strategy, separator=separator, overflow=overflow,
-                          layout=layout, seed=seed, pad_id=pad_id,
-                          train_on_prompt=train_on_prompt, label_separators=label_separators)
-    from ctxkit.jobs import run_pack
-
-    render(run_pack(
-        Source(input_path, field, template, id_field, skip_bad),
-        Target(output, report_path, in_place),
-        capacity=capacity, tokenizer=tokenizer, strategy=strategy, separator=separator,
-        overflow=overflow, layout=layout, seed=seed, pad_id=pad_id,
-        train_on_prompt=train_on_prompt, label_separators=label_separators,
-        progress=progress_bar(progress)))
+    run_stage("pack", ray_address, Source(input_path, field, template, id_field, skip_bad),
+              Target(output, report_path, in_place), progress,
+              capacity=capacity, tokenizer=tokenizer, strategy=strategy, separator=separator,
+              overflow=overflow, layout=layout, seed=seed, pad_id=pad_id,
+              train_on_prompt=train_on_prompt, label_separators=label_separators)
 
 
 @app.command("demo")
@@ -336,24 +336,18 @@ def dedup_cmd(
     Every removed record gets a report entry: its id, the id of the kept record it
     duplicates, the method and the similarity.
     """
-    from ctxkit.jobs import parse_threshold, run_dedup
+    from ctxkit.jobs import parse_threshold
 
-    if ray_address is not None:
-        if boilerplate is not None:
-            raise OptionError("--strip-boilerplate", "--strip-boilerplate counts lines over the "
-                              "whole corpus and does not run with --ray; strip templates first "
-                              "or pick the varying --field")
-        return run_on_ray("dedup", ray_address, input_path, output, field=field,
-                          id_field=id_field, template=template, skip_bad=skip_bad,
-                          report_path=report_path, method=method,
-                          threshold=parse_threshold(threshold), keep=keep, num_perm=num_perm,
-                          ngram=ngram, unit=unit, seed=seed, punctuation=punctuation)
-    render(run_dedup(
-        Source(input_path, field, template, id_field, skip_bad),
-        Target(output, report_path, in_place),
-        method=method, threshold=parse_threshold(threshold), keep=keep, num_perm=num_perm,
-        ngram=ngram, unit=unit, punctuation=punctuation, seed=seed, boilerplate=boilerplate,
-        progress=progress_bar(progress)))
+    if ray_address is not None and boilerplate is not None:
+        raise OptionError("--strip-boilerplate", "--strip-boilerplate counts lines over the "
+                          "whole corpus and does not run with --ray; strip templates first "
+                          "or pick the varying --field")
+    local = {} if ray_address is not None else {"boilerplate": boilerplate}
+    run_stage("dedup", ray_address, Source(input_path, field, template, id_field, skip_bad),
+              Target(output, report_path, in_place), progress,
+              method=method, threshold=parse_threshold(threshold), keep=keep,
+              num_perm=num_perm, ngram=ngram, unit=unit, punctuation=punctuation, seed=seed,
+              **local)
 
 
 # ===== embedding =====
@@ -387,19 +381,10 @@ def embed_cmd(
     ray_address: RayOpt = None,
 ) -> None:
     """Embed every record's text with packed passes; same vectors as sentence-transformers."""
-    if ray_address is not None:
-        return run_on_ray("embed", ray_address, input_path, output, field=field,
-                          id_field=id_field, template=template, skip_bad=skip_bad,
-                          report_path=summary_json, ids=ids, model=model,
-                          chunk_size=chunk_size, normalize=normalize, device=device,
-                          dtype=dtype, batch_tokens=batch_tokens)
-    from ctxkit.jobs import run_embed
-
-    render(run_embed(
-        Source(input_path, field, template, id_field, skip_bad),
-        Target(output, summary_json, in_place),
-        ids=ids, model=model, device=device, dtype=dtype, batch_tokens=batch_tokens,
-        chunk_size=chunk_size, normalize=normalize, progress=progress_bar(progress)))
+    run_stage("embed", ray_address, Source(input_path, field, template, id_field, skip_bad),
+              Target(output, summary_json, in_place), progress,
+              ids=ids, model=model, device=device, dtype=dtype, batch_tokens=batch_tokens,
+              chunk_size=chunk_size, normalize=normalize)
 
 
 # ===== compression (compress, chat, density) =====

@@ -294,14 +294,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="named scorers besides the defaults (default idf, plus lm when the "
                          "[lm] extra is installed)")
     ap.add_argument("--lm-cases", type=int, default=10, help="cases per task for lm")
+    ap.add_argument("--tasks", default=",".join(TASKS),
+                    help="comma-separated tasks to run (default all: nq,kv,locomo)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     scorers = [s for s in (args.scorers or "idf" + (",lm" if lm_installed() else ""))
                .split(",") if s]
     limits = {"lm": args.lm_cases}
     command = ("python -m evals.public_compression" + (" --quick" if args.quick else "")
-               + "".join(f" --{k} {getattr(args, k)}" for k, d in
-                         (("nq", 150), ("locomo", 24), ("kv", 100))
+               + "".join(f" --{k.replace('_', '-')} {getattr(args, k)}" for k, d in
+                         (("nq", 150), ("locomo", 24), ("kv", 100), ("scorers", None),
+                          ("lm_cases", 10), ("tasks", ",".join(TASKS)))
                          if getattr(args, k) != d and not args.quick))
     report: dict[str, Any] = {"quick": args.quick, "command": command, "tasks": {},
                               "notes": []}
@@ -326,11 +329,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         else:
             nq, kv = nq_cases(bench, args.nq), kv_cases(bench, args.kv)
             convs = pb.load_locomo(bench, args.locomo or None, args.seed)
-        print("nq ...", file=sys.stderr, flush=True)
-        report["tasks"]["nq"] = chunk_task(nq, scorers, limits, tok)
-        print("kv ...", file=sys.stderr, flush=True)
-        report["tasks"]["kv"] = chunk_task(kv, scorers, limits, tok)
-        report["tasks"]["locomo"] = locomo_task(convs, scorers, limits, tok)
+        wanted = set(args.tasks.split(","))
+        if wanted - set(TASKS):
+            ap.error(f"--tasks: unknown {sorted(wanted - set(TASKS))}; known: {list(TASKS)}")
+        if "nq" in wanted:
+            print("nq ...", file=sys.stderr, flush=True)
+            report["tasks"]["nq"] = chunk_task(nq, scorers, limits, tok)
+        if "kv" in wanted:
+            print("kv ...", file=sys.stderr, flush=True)
+            report["tasks"]["kv"] = chunk_task(kv, scorers, limits, tok)
+        if "locomo" in wanted:
+            report["tasks"]["locomo"] = locomo_task(convs, scorers, limits, tok)
         report["locomo_questions_left_out"] = sum(len(c.skipped) for c in convs)
     report["seconds"] = round(time.time() - t0, 1)
     out = write_results(args.out, "public_compression", report, markdown(report))

@@ -476,3 +476,8 @@ def test_error_lines_do_not_wrap_when_stderr_is_not_a_terminal(tmp_path):
     assert proc.returncode == 2
     lines = stderr.splitlines()
     assert len(lines) == 1 and len(lines[0]) > 120 and str(deep) in lines[0]
+
+
+def test_huge_num_perm_is_an_option_error_not_out_of_memory(tmp_path, capsys, src):
+    fails(capsys, "dedup", src, "-o", tmp_path / "o.jsonl", "--num-perm", "100000000000",
+          match=r"num_perm must be at most 8192")

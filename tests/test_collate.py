@@ -390,3 +390,16 @@ def test_options_object_equals_keywords_and_keywords_override_it():
         PackOptions.resolve(None, capacity=8, window=3)
     with pytest.raises(dataclasses.FrozenInstanceError):
         opts.capacity = 8
+
+
+def test_a_broken_plan_is_an_internal_error_not_lost_tokens():
+    """A plan that places an input twice (a bug of ours, not the user's) raises InternalError,
+    which the CLI reports with exit status 3 and a request for a bug report."""
+    from ctxkit.errors import InternalError
+
+    lengths = np.array([3, 2], dtype=np.int64)
+    twice = PackPlan(bins=[np.array([0, 0], dtype=np.int64), np.array([1], dtype=np.int64)],
+                     capacity=8, total_tokens=8, strategy="bfd", lengths=lengths)
+    tokens = np.array([11, 11, 11, 12, 12], dtype=np.int64)
+    with pytest.raises(InternalError, match="placed 6 of input 0.s 3 tokens"):
+        collate_plan(twice, tokens, np.array([0, 3]), lengths, pad_id=PAD)

@@ -94,3 +94,22 @@ def test_utilization_approaches_global_bfd_as_buffer_grows():
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         OnlinePacker(**kwargs)
+
+
+def test_online_packer_takes_pack_options():
+    """One option set for every packing entry point: PackOptions drives the stream packer
+    too, keywords override it, and collating fields are refused, not ignored."""
+    from ctxkit.errors import OptionError
+    from ctxkit.packing.options import PackOptions
+
+    lengths = [5, 3, 6, 2, 7, 1, 9]
+    opts = PackOptions(capacity=8, strategy="ffd", overflow="split")
+    by_opts = [w.segments for w in pack_stream(lengths, buffer_size=4, options=opts)]
+    by_kw = [w.segments for w in pack_stream(lengths, 8, buffer_size=4, strategy="ffd",
+                                             overflow="split")]
+    assert by_opts == by_kw
+    assert OnlinePacker(options=opts, capacity=16).capacity == 16
+    with pytest.raises(OptionError, match="separator_id apply when collating"):
+        OnlinePacker(options=PackOptions(capacity=8, separator_id=0))
+    with pytest.raises(TypeError, match="needs capacity"):
+        OnlinePacker()

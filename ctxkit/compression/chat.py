@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.chat_features import ChatFeatures, billed_tokens
 from ctxkit.compression.prune import check_budget, compress
 from ctxkit.compression.relevance import spread_to_neighbors
@@ -90,7 +91,7 @@ class MessageChange:
 
 
 @dataclass
-class ChatCompression:
+class ChatCompression(BudgetedResult):
     """The compressed messages (input format) and the ledger of what changed."""
 
     messages: list[dict[str, Any]]
@@ -101,23 +102,9 @@ class ChatCompression:
     ledger: list[MessageChange] = field(default_factory=list)
     format: str = "openai"
 
-    @property
-    def ratio(self) -> float:
-        return self.compressed_tokens / self.original_tokens if self.original_tokens else 1.0
-
-    def kv_cache(self, model: Any, dtype: str = "bfloat16") -> Any:
-        """The KV cache of the whole history and of the compressed window for ``model`` (as in
-        :meth:`CompressResult.kv_cache <ctxkit.compression.prune.CompressResult.kv_cache>`)."""
-        from ctxkit.evaluation.kvcache import kv_cache_change
-
-        return kv_cache_change(model, self.original_tokens, self.compressed_tokens, dtype)
-
     def to_dict(self) -> dict[str, Any]:
         return {
-            "original_tokens": self.original_tokens,
-            "compressed_tokens": self.compressed_tokens,
-            "budget": self.budget,
-            "ratio": self.ratio,
+            **self._counts(),
             "format": self.format,
             "kept": self.kept,
             "ledger": [asdict(c) for c in self.ledger],

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.density import near_duplicates
 from ctxkit.compression.relevance import lexical_relevance
 from ctxkit.compression.scorers import Scorer, atoms, get_scorer, is_protected, tfidf_similarity
@@ -101,7 +102,7 @@ class Unit:
 
 
 @dataclass
-class CompressResult:
+class CompressResult(BudgetedResult):
     """What ``compress`` returns: the text and a ledger of every unit."""
 
     text: str
@@ -113,11 +114,6 @@ class CompressResult:
     scorer: str
 
     @property
-    def ratio(self) -> float:
-        """compressed_tokens / original_tokens (1.0 for an empty input)."""
-        return self.compressed_tokens / self.original_tokens if self.original_tokens else 1.0
-
-    @property
     def kept(self) -> list[Unit]:
         return [u for u in self.units if u.kept]
 
@@ -125,21 +121,9 @@ class CompressResult:
     def dropped(self) -> list[Unit]:
         return [u for u in self.units if not u.kept]
 
-    def kv_cache(self, model: Any, dtype: str = "bfloat16") -> Any:
-        """The KV cache of the original and the compressed text for ``model`` (a preset name,
-        ``config.json``, model directory or config dict): a
-        :class:`~ctxkit.evaluation.kvcache.KVCacheChange`. Tokens are counted by the tokenizer
-        ``compress`` used; pass the model's own (``hf:<dir>``) for exact figures."""
-        from ctxkit.evaluation.kvcache import kv_cache_change
-
-        return kv_cache_change(model, self.original_tokens, self.compressed_tokens, dtype)
-
     def to_dict(self) -> dict[str, Any]:
         return {
-            "original_tokens": self.original_tokens,
-            "compressed_tokens": self.compressed_tokens,
-            "budget": self.budget,
-            "ratio": self.ratio,
+            **self._counts(),
             "granularity": self.granularity,
             "scorer": self.scorer,
             "text": self.text,

@@ -36,6 +36,9 @@ UNITS = ("char", "word")
 VERIFY = ("exact", "estimate")
 
 
+MAX_NUM_PERM = 8192  # estimate error sd <= 0.006 at any threshold
+
+
 def _positive_int(name: str, value: Any, low: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -94,6 +97,10 @@ class MinHashOptions:
             raise ValueError(f"threshold is a Jaccard similarity in (0, 1], got {t!r}")
         object.__setattr__(self, "threshold", float(t))
         _positive_int("num_perm", self.num_perm)
+        if self.num_perm > MAX_NUM_PERM:
+            # a signature costs num_perm x 4 bytes per text: beyond this it is memory, not accuracy
+            raise ValueError(f"num_perm must be at most {MAX_NUM_PERM} (usual: 128-512), got "
+                             f"{self.num_perm}")
         _positive_int("ngram", self.ngram)
         _positive_int("max_bucket", self.max_bucket, 2)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):

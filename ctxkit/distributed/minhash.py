@@ -51,6 +51,7 @@ from ctxkit.distributed.blocks import (
 )
 from ctxkit.distributed.cluster import require_ray
 from ctxkit.distributed.rows import ROW, index_rows
+from ctxkit.errors import InternalError
 
 __all__ = ["DistributedDedup", "minhash_dedup"]
 
@@ -194,7 +195,7 @@ def _score_partition(
         local = np.searchsorted(local_rows, p["pairs"][idx])
         if (local >= len(local_rows)).any() or \
                 not (local_rows[np.minimum(local, len(local_rows) - 1)] == p["pairs"][idx]).all():
-            raise RuntimeError(f"partition {q} is missing rows its pairs need")
+            raise InternalError(f"partition {q} is missing rows its pairs need")
         if kind == "estimate":
             scores = estimate_jaccard(local_values, local)
         else:
@@ -227,7 +228,7 @@ def _pair_scores(
     out = np.full(len(pairs), np.nan)
     out[got["pair"].astype(np.int64)] = got["score"]
     if np.isnan(out).any():
-        raise RuntimeError("some pairs were not scored (a row number is missing)")
+        raise InternalError("some pairs were not scored (a row number is missing)")
     return out
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit.errors import InternalError
 from ctxkit.packing.options import LAYOUTS, PackOptions, check_choice
 from ctxkit.packing.plan import PackPlan, pack_lengths
 
@@ -256,7 +257,7 @@ def _check_coverage(plan: PackPlan, inp, start, stop, lengths: np.ndarray) -> No
     """
     n = lengths.size
     if (stop < start).any() or (start < 0).any() or (stop > lengths[inp]).any():
-        raise RuntimeError("packing plan has a token range outside its input")
+        raise InternalError("packing plan has a token range outside its input")
     placed = np.bincount(inp, weights=stop - start, minlength=n).astype(np.int64)
     expected = lengths.copy()
     expected[plan.dropped] = 0
@@ -264,7 +265,7 @@ def _check_coverage(plan: PackPlan, inp, start, stop, lengths: np.ndarray) -> No
     bad = np.flatnonzero(placed != expected)
     if bad.size:
         i = int(bad[0])
-        raise RuntimeError(
+        raise InternalError(
             f"packing plan placed {placed[i]} of input {i}'s {expected[i]} tokens "
             f"(strategy {plan.strategy!r}); {bad.size} input(s) affected"
         )
@@ -272,7 +273,7 @@ def _check_coverage(plan: PackPlan, inp, start, stop, lengths: np.ndarray) -> No
     order = np.lexsort((start, inp))
     same = inp[order][1:] == inp[order][:-1]
     if (start[order][1:][same] < stop[order][:-1][same]).any():
-        raise RuntimeError("packing plan places some tokens of an input twice")
+        raise InternalError("packing plan places some tokens of an input twice")
 
 
 def collate_plan(
@@ -305,7 +306,7 @@ def collate_plan(
     row_used = np.bincount(rows, weights=seg_len, minlength=n_rows).astype(np.int64)
     if (row_used > capacity).any():
         r = int(np.argmax(row_used))
-        raise RuntimeError(f"packing plan fills window {r} with {row_used[r]} > {capacity} tokens")
+        raise InternalError(f"packing plan fills window {r} with {row_used[r]} > {capacity} tokens")
 
     total = int(seg_len.sum())
     seg_first = np.concatenate([[0], np.cumsum(seg_len)[:-1]]) if seg_len.size else _EMPTY

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.packing.options import OVERFLOW_POLICIES, check_capacity, check_choice
+from ctxkit.errors import OptionError
+from ctxkit.packing.options import OVERFLOW_POLICIES, PackOptions, check_capacity, check_choice
 from ctxkit.packing.plan import pack_lengths
 
 __all__ = ["OnlinePacker", "StreamWindow", "pack_stream"]
@@ -62,13 +63,31 @@ class OnlinePacker:
 
     def __init__(
         self,
-        capacity: int,
+        capacity: int | None = None,
         buffer_size: int = 1000,
         strategy: str = "bfd",
         overflow: str = "error",
         carry_fraction: float = 0.25,
         length: Callable[[Any], int] | None = None,
+        *,
+        options: PackOptions | None = None,
     ):
+        """``options``: a :class:`~ctxkit.packing.options.PackOptions` giving ``capacity``,
+        ``strategy`` and ``overflow`` (keywords that differ from the defaults override it).
+        Its collating fields (separator, padding, layout, seed) belong to :func:`ctxkit.pack`
+        and are refused here rather than ignored."""
+        if capacity is None and options is None:
+            raise TypeError("OnlinePacker needs capacity (or options=PackOptions(capacity=...))")
+        opts = PackOptions.resolve(options, capacity=capacity, strategy=strategy,
+                                   overflow=overflow)
+        collating = {k: v for k, v in opts.to_dict().items()
+                     if k not in ("capacity", "strategy", "overflow")
+                     and v != getattr(PackOptions, k)}
+        if collating:
+            names = ", ".join(sorted(collating))
+            raise OptionError(names, f"OnlinePacker plans windows only; {names} apply when "
+                                     "collating (ctxkit.pack / pack_arrays)")
+        capacity, strategy, overflow = opts.capacity, opts.strategy, opts.overflow
         check_capacity(capacity)
         if not isinstance(buffer_size, (int, np.integer)) or buffer_size <= 0:
             raise ValueError(f"buffer_size must be a positive integer, got {buffer_size!r}")
@@ -196,18 +215,21 @@ class OnlinePacker:
 
 def pack_stream(
     iterable: Iterable[Any],
-    capacity: int,
+    capacity: int | None = None,
     buffer_size: int = 1000,
     strategy: str = "bfd",
     overflow: str = "error",
     carry_fraction: float = 0.25,
     length: Callable[[Any], int] | None = None,
     packer: OnlinePacker | None = None,
+    *,
+    options: PackOptions | None = None,
 ) -> Iterator[StreamWindow]:
     """Yield packed windows from a stream of sequences (or lengths), holding at most about
     ``buffer_size`` items in memory.
 
-    Pass your own ``packer`` to read its statistics (utilization, dropped, ...) afterwards.
+    Pass your own ``packer`` to read its statistics (utilization, dropped, ...) afterwards;
+    ``options`` as for :class:`OnlinePacker`.
 
     Example:
         >>> windows = list(pack_stream([[1, 2, 3], [4, 5], [6] * 6], capacity=8, buffer_size=2))
@@ -218,7 +240,7 @@ def pack_stream(
     """
     p = packer or OnlinePacker(
         capacity, buffer_size=buffer_size, strategy=strategy, overflow=overflow,
-        carry_fraction=carry_fraction, length=length,
+        carry_fraction=carry_fraction, length=length, options=options,
     )
     yield from p.extend(iterable)
     yield from p.flush()
