@@ -192,3 +192,60 @@ def test_bad_inputs_and_models(tokenizer, tmp_path, cross_encoder):
         PackedClassifier(tmp_path, device="cpu")  # an empty directory
     with pytest.raises(ValueError, match="max_length must be"):
         PackedClassifier(path, device="cpu", max_length=10_000)
+
+
+# ----- ctxkit classify ----------------------------------------------------------------------
+
+
+def test_cli_classify_texts_and_pairs(tokenizer, tmp_path, cross_encoder, capsys):
+    import json
+
+    from ctxkit.cli import main
+    from ctxkit.io.records import read_records
+
+    model_dir = tmp_path / "clf"
+    model = build("bert", tokenizer, model_dir)
+    texts = texts_of(12, seed=5)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"key": f"r{i}", "body": t, "q": f"query {i}"}) + "\n"
+                           for i, t in enumerate(texts)))
+    out, rep = tmp_path / "labels.jsonl", tmp_path / "rep.json"
+    code = main(["classify", str(src), "--model", str(model_dir), "-o", str(out), "--field",
+                 "body", "--id-field", "key", "--device", "cpu", "--no-progress",
+                 "--report", str(rep), "--chunk-size", "5"])
+    assert code == 0, capsys.readouterr().err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in rows] == [f"r{i}" for i in range(len(texts))]
+    logits = np.array([r["logits"] for r in rows])
+    np.testing.assert_allclose(logits, reference(model, tokenizer, texts), atol=1e-5, rtol=0)
+    probs = scores_from_logits(logits, model.config)
+    assert [r["label"] for r in rows] == [LABELS[k] for k in probs.argmax(1)]
+    np.testing.assert_allclose([r["score"] for r in rows], probs.max(1), atol=1e-6)
+    report = json.loads(rep.read_text())
+    assert report["texts"] == len(texts) and sum(report["label_counts"].values()) == len(texts)
+    assert report["truncated"] >= 1 and report["empty"] == 2
+
+    ce, ce_dir = cross_encoder
+    pq_out = tmp_path / "scores.parquet"
+    code = main(["classify", str(src), "--model", str(ce_dir), "-o", str(pq_out), "--field",
+                 "body", "--query-field", "q", "--device", "cpu", "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    got = [r.raw["score"] for r in read_records(pq_out, field="label")]
+    want = ce.predict([(f"query {i}", t) for i, t in enumerate(texts)])
+    np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_cli_classify_query_errors(tmp_path, cross_encoder, capsys):
+    import json
+
+    from ctxkit.cli import main
+
+    _, ce_dir = cross_encoder
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"text": "a", "q": "x"}) + "\n" + json.dumps({"text": "b"}) + "\n")
+    out = tmp_path / "o.jsonl"
+    code = main(["classify", str(src), "--model", str(ce_dir), "-o", str(out),
+                 "--query-field", "q", "--device", "cpu", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "in.jsonl:2" in err and "query field 'q' is missing" in err
+    assert not out.exists()
