@@ -249,3 +249,50 @@ def test_cli_classify_query_errors(tmp_path, cross_encoder, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "in.jsonl:2" in err and "query field 'q' is missing" in err
     assert not out.exists()
+
+
+# ----- the cross-encoder:<dir> compression scorer -------------------------------------------
+
+
+def test_cross_encoder_scorer_ranks_like_the_reranker(cross_encoder, monkeypatch):
+    from ctxkit.compression.cross_encoder import CrossEncoderScorer
+    from ctxkit.compression.scorers import available_scorers, get_scorer
+
+    ce, path = cross_encoder
+    scorer = get_scorer(f"cross-encoder:{path}", device="cpu")
+    assert isinstance(scorer, CrossEncoderScorer) and scorer.name == "cross-encoder"
+    assert "cross-encoder:<dir>" in available_scorers()
+    units = texts_of(12, seed=6)[3:]
+    query = "which reviews say the rows are packed?"
+    logits = ce.predict([(query, u) for u in units], activation_fn=torch.nn.Identity())
+    want = (logits - logits.min()) / (logits.max() - logits.min())
+    np.testing.assert_allclose(scorer.relevance(units, query), want, atol=1e-5)
+    calls = []
+    monkeypatch.setattr(scorer.classifier, "predict",
+                        lambda items: calls.append(items) or np.zeros((len(items), 1)))
+    scorer.relevance(units[:4] + ["a new unit"], query)  # cached pairs are not scored again
+    assert calls == [[(query, "a new unit")]]
+
+
+def test_cross_encoder_scorer_in_compress_and_cli(cross_encoder, tmp_path, capsys):
+    import ctxkit
+    from ctxkit.cli import main
+
+    _, path = cross_encoder
+    paras = [". ".join(t for t in texts_of(6, seed=s)[3:] if len(t) < 200) + "."
+             for s in range(8)]
+    text = "\n\n".join(paras)
+    res = ctxkit.compress(text, budget=60, query="packed rows", scorer=f"cross-encoder:{path}")
+    assert 0 < res.compressed_tokens <= 60
+    src = tmp_path / "doc.txt"
+    src.write_text(text)
+    code = main(["compress", str(src), "-b", "60", "-q", "packed rows", "-o",
+                 str(tmp_path / "out.txt"), "--scorer", f"cross-encoder:{path}"])
+    assert code == 0, capsys.readouterr().err
+    assert (tmp_path / "out.txt").read_text() == res.text
+    code = main(["compress", str(src), "-b", "60", "-o", str(tmp_path / "o2.txt"),
+                 "--scorer", f"cross-encoder:{tmp_path / 'none'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "error: " in err and "model directory not found" in err
+    with pytest.raises(ValueError, match="needs a model directory"):
+        ctxkit.get_scorer("cross-encoder:")
