@@ -15,11 +15,16 @@ head modules turn it into logits (their dropouts are off in eval mode):
 
 Why this equals the unpacked model: ``docs/classify.md``.
 
-Example:
-    >>> clf = PackedClassifier(tiny_classifier_dir, device="cpu")  # doctest: +SKIP
-    >>> clf.predict(["great product", "broken on arrival"]).shape  # doctest: +SKIP
-    (2, 2)
-    >>> clf.predict([("what is packing?", "Packing fills rows.")])  # doctest: +SKIP
+Example (a small random BERT classifier; a directory or a ``CrossEncoder`` works the same):
+    >>> from transformers import BertConfig, BertForSequenceClassification
+    >>> from ctxkit.io.tokenizers import get_tokenizer
+    >>> model = BertForSequenceClassification(BertConfig(
+    ...     hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64))
+    >>> clf = PackedClassifier(model, device="cpu", tokenizer=get_tokenizer("minilm").backend)
+    >>> clf.predict(["great product", "", "broken on arrival"]).shape
+    (3, 2)
+    >>> clf.labels, clf.last_stats.empty
+    (['LABEL_0', 'LABEL_1'], 1)
 """
 
 from __future__ import annotations
