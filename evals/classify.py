@@ -16,8 +16,8 @@ Side by side in one process, methods alternating each round (same ``torch.set_nu
 
 - classifier on the embedding benchmark's ``chat``, ``codealpaca`` and ``mix`` texts:
   ``PackedClassifier.predict`` vs the transformers loop users write (the tokenizer padding
-  batches of 32, ``model(**batch).logits``) and the ``text-classification`` pipeline
-  (``batch_size=32``);
+  batches of 32, ``model(**batch).logits``), the same loop on texts sorted by length, and
+  the ``text-classification`` pipeline (``batch_size=32``);
 - cross-encoder on (question, passage) pairs: NQ-open questions with their 20 retrieved
   passages (``nq``, the reranking workload), and NQ questions with the ``mix`` texts
   (``nq_mix``, documents of uneven length): ``PackedClassifier.predict`` vs
@@ -99,18 +99,25 @@ def load_pairs(n: int, mix: list[str], seed: int = 0) -> dict[str, list[tuple[st
     return {"nq": nq, "nq_mix": nq_mix}
 
 
-def hf_loop(model, tokenizer, batch_size: int = 32) -> Callable[[list], np.ndarray]:
-    """What users write: tokenizer padding each batch of 32, the model's logits."""
+def hf_loop(model, tokenizer, batch_size: int = 32, sort: bool = False
+            ) -> Callable[[list], np.ndarray]:
+    """What users write: tokenizer padding each batch of 32, the model's logits; ``sort``
+    batches texts by length first (longest first, by characters, as sentence-transformers
+    does), the careful user's version."""
     import torch
 
     def run(texts: list) -> np.ndarray:
+        order = np.argsort([-len(t) for t in texts], kind="stable") if sort \
+            else np.arange(len(texts))
         out = []
         with torch.inference_mode():
             for s in range(0, len(texts), batch_size):
-                enc = tokenizer(texts[s:s + batch_size], padding=True, truncation=True,
-                                return_tensors="pt")
+                enc = tokenizer([texts[i] for i in order[s:s + batch_size]], padding=True,
+                                truncation=True, return_tensors="pt")
                 out.append(model(**enc).logits.float().numpy())
-        return np.concatenate(out)
+        logits = np.concatenate(out)
+        logits[order] = logits.copy()
+        return logits
 
     return run
 
@@ -197,7 +204,8 @@ def main(argv: list[str] | None = None) -> dict:
             clf_dir, local_files_only=True).eval()
         tok = AutoTokenizer.from_pretrained(clf_dir, local_files_only=True)
         packed = PackedClassifier(clf_dir, device="cpu")
-        methods = {"hf_bs32": hf_loop(model, tok), "packed": packed.predict}
+        methods = {"hf_bs32": hf_loop(model, tok), "hf_sorted_bs32": hf_loop(model, tok, sort=True),
+                   "packed": packed.predict}
         if not args.no_pipeline:
             methods["pipeline_bs32"] = pipeline_call(model, tok)
         st = SentenceTransformer(str(minilm_path()), device="cpu")
@@ -235,6 +243,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 LABELS = {
     "hf_bs32": "transformers: tokenizer(padding) + model, batches of 32",
+    "hf_sorted_bs32": "the same, texts sorted by length first",
     "pipeline_bs32": "transformers text-classification pipeline, batch_size=32",
     "ce_bs32": "CrossEncoder.predict(batch_size=32)",
     "st_bs32": "SentenceTransformer.encode(batch_size=32)",
