@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> dict:
     for part in ("classifier", "cross_encoder"):
         fidelity[part] = max(r["max_abs_logit_diff"] for r in results[part].values())
     report = {"benchmark": NAME, "data": source, "threads": args.threads,
+              "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
               "args": {k: str(v) for k, v in vars(args).items()},
               "model": ("random BERT, MiniLM-L6 shape (6 layers, hidden 384), all-MiniLM-L6-v2 "
                         f"tokenizer, max length {MAX_LEN}" if not args.quick else
@@ -268,6 +269,13 @@ def markdown(report: dict) -> str:
     fid = report["fidelity_max_abs_logit_diff"]
     emb = res["embedding"]
     clf = res["classifier"]
+    def vs(part: str, name: str, base: str) -> float:
+        sec = res[part][name]["seconds"]
+        return statistics.median(b / x for b, x in zip(sec[base], sec["packed"]))
+
+    sorted_gain = ", ".join(f"{n} {vs('classifier', n, 'hf_sorted_bs32'):.2f}x" for n in clf
+                            if "hf_sorted_bs32" in clf[n]["seconds"])
+    load = report.get("load_average")
     gains = " | ".join(
         f"{n}: classifier {clf[n]['speedup']['packed']:.2f}x vs embedding "
         f"{emb[n]['speedup']['packed']:.2f}x" for n in clf)
@@ -290,6 +298,11 @@ def markdown(report: dict) -> str:
         _table(emb, "ctxkit PackedEncoder.encode"),
         f"Packed vs embedding gain: {gains}.",
         "",
+        *([f"PackedClassifier vs the length-sorted loop (median of per-round ratios): "
+           f"{sorted_gain}.", ""] if sorted_gain else []),
+        *([f"Load average at the end of the run: {', '.join(f'{x:.1f}' for x in load)} "
+           "(other jobs shared the machine; alternating rounds absorb part of it).", ""]
+          if load else []),
         f"Max abs logit difference to the unpacked call: classifier {fid['classifier']:.1e}, "
         f"cross-encoder {fid['cross_encoder']:.1e} (fp32).",
         "",
