@@ -53,6 +53,8 @@ _EXPORTS = {
     "EmbedOptions": "ctxkit.embedding.options",
     "evaluate": "ctxkit.evaluation.harness",
     "EvalReport": "ctxkit.evaluation.harness",
+    "kv_cache_bytes": "ctxkit.evaluation.kvcache",
+    "KVCacheSize": "ctxkit.evaluation.kvcache",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

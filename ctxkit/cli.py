@@ -143,6 +143,12 @@ BatchTokensOpt = Annotated[int | None, typer.Option(min=1, help="Token slots per
 RAY_HELP = ("Run on Ray Data: 'local' (start Ray here), 'auto' (this machine's cluster) or "
             "ray://HOST:10001. IN may be a directory or URI; -o becomes a directory of part files.")
 RayOpt = Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help=RAY_HELP)]
+KvModelOpt = Annotated[str | None, typer.Option(
+    "--kv-model", metavar="NAME_OR_DIR", help="Also report KV-cache memory for this model: a "
+    "preset (llama-3.1-8b, mistral-7b, qwen2.5-7b, gemma-2-9b...), a config.json or a model "
+    "directory.")]
+KvDtypeOpt = Annotated[str, typer.Option(
+    "--kv-dtype", help="KV-cache element type: bfloat16, float16, float32, fp8, int8, int4.")]
 
 
 def run_on_ray(command: str, address: str, *args: object, **options: object) -> None:
@@ -462,6 +468,8 @@ def compress_cmd(
         "--force-keep", help="Text that must survive.")] = None,
     token_drop: Annotated[float, typer.Option(
         help="Share of words to drop inside kept units.")] = 0.0,
+    kv_model: KvModelOpt = None,
+    kv_dtype: KvDtypeOpt = "bfloat16",
     field: FieldOpt = None,
     id_field: IdFieldOpt = None,
     report: Annotated[Path | None, typer.Option(
@@ -477,7 +485,8 @@ def compress_cmd(
         Source(path, field, None, id_field, skip_bad), Target(output, report, in_place),
         budget=budget, query=query, query_field=query_field, scorer=scorer,
         granularity=granularity, tokenizer=tokenizer, force_keep=force_keep or [],
-        token_drop=token_drop, progress=progress_bar(progress)))
+        token_drop=token_drop, kv_model=kv_model, kv_dtype=kv_dtype,
+        progress=progress_bar(progress)))
 
 
 @app.command("chat")
@@ -504,6 +513,8 @@ def chat_cmd(
     replay: Annotated[bool, typer.Option(
         help="Replay each conversation through ChatMemory, compressing after every message, "
              "and print each turn's history and window tokens.")] = False,
+    kv_model: KvModelOpt = None,
+    kv_dtype: KvDtypeOpt = "bfloat16",
     id_field: IdFieldOpt = None,
     report: Annotated[Path | None, typer.Option(help="Write the ledger here (JSON).")] = None,
     skip_bad: SkipBadOpt = False,
@@ -517,7 +528,8 @@ def chat_cmd(
         Source(path, None, "messages", id_field, skip_bad), Target(output, report, in_place),
         budget=budget, keep_last=keep_last, keep_system=keep_system, query=query,
         scorer=scorer, tokenizer=tokenizer, alternate=alternate, shorten=shorten,
-        replay=replay, progress=progress_bar(progress)))
+        replay=replay, kv_model=kv_model, kv_dtype=kv_dtype,
+        progress=progress_bar(progress)))
 
 
 @app.command("density")
@@ -566,6 +578,10 @@ def eval_cmd(
     no_dedup: Annotated[bool, typer.Option(
         "--no-dedup", help="Skip the redundancy section.")] = False,
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    kv_model: KvModelOpt = None,
+    kv_dtype: KvDtypeOpt = "bfloat16",
+    kv_batch_size: Annotated[int, typer.Option(
+        "--kv-batch-size", help="Rows per batch for the padded vs packed KV figures.")] = 8,
     skip_bad: SkipBadOpt = False,
 ) -> None:
     """How much of the context budget is wasted, and what each stage would save."""
@@ -581,7 +597,7 @@ def eval_cmd(
             Source(input_path, field, template, None, skip_bad), Target(output_dir),
             capacity=capacity, tokenizer=tokenizer, embedding=embedding,
             embed_sample=embed_sample, density=not no_density, dedup=not no_dedup, seed=seed,
-            step=step)
+            kv_model=kv_model, kv_dtype=kv_dtype, kv_batch_size=kv_batch_size, step=step)
     render(report)
 
 

@@ -466,37 +466,39 @@ def bench_semantic(texts: list[str], thresholds: list[float], encoder: Any) -> d
 
 @section("templated_mix")
 def templated_mix(
-    n: int, sources: dict[str, list[str]], tool: list[str], rng: random.Random
+    n: int, sources: dict[str, list[str]], tool: list[str], rng: random.Random, full: int
 ) -> list[str]:
-    """The resample: 90% the LSH-timing corpus, 10% templated toolformer records drawn with
-    replacement (so each comes back about as often as templated records repeat in practice),
-    shuffled together."""
+    """One resample of ``n`` documents: 90% the LSH-timing corpus, 10% templated toolformer
+    records, shuffled together. Each size is drawn afresh with the same shape: the templated
+    part is drawn with replacement from a random share ``n / full`` of the records, so a
+    record comes back about as often at every size (as templated records repeat in practice)
+    and the duplicate share does not grow with ``n`` as it would in prefixes of one corpus."""
     base = scale_corpus(n - n // 10, sources, rng)
-    texts = base + [tool[rng.randrange(len(tool))] for _ in range(n - len(base))]
+    pool = rng.sample(tool, max(1, round(len(tool) * min(1.0, n / full))))
+    texts = base + [pool[rng.randrange(len(pool))] for _ in range(n - len(base))]
     rng.shuffle(texts)
     return texts
 
 
 @section("bench_templated_speed")
 def bench_templated_speed(
-    corpora: dict[str, list[str]], sizes: dict[str, list[int]], baseline_sizes: dict[str, set],
-    thresholds: list[float], repeats: int,
+    runs: list[tuple[str, list[str], bool]], thresholds: list[float], repeats: int
 ) -> dict[str, Any]:
     """Whole pipelines side by side on templated corpora, CPU seconds, best of ``repeats``.
 
-    ctxkit: ``dedup(texts, method="minhash", threshold=t)`` (signatures, LSH, verification,
+    ``runs``: (corpus name, texts, whether the baselines run too). ctxkit:
+    ``dedup(texts, method="minhash", threshold=t)`` (signatures, LSH, verification,
     clusters). datasketch: ``MinHash.bulk`` + ``MinHashLSH`` insert and query (no
     verification, no clusters). rensa: ``RMinHash`` + ``RMinHashLSH`` insert and query. A
     baseline's signatures are computed once per size and counted in each threshold's time.
     """
     from ctxkit.deduplication.pipeline import dedup
 
-    dedup(next(iter(corpora.values()))[:300], "minhash")  # warm caches and code paths
+    dedup(runs[0][1][:300], "minhash")  # warm caches and code paths
     rows = []
-    for name, texts in corpora.items():
-        for n in sizes[name]:
-            rows += _speed_rows(name, texts[:n], thresholds, n in baseline_sizes[name],
-                                repeats if n <= 10_000 else 1)
+    for name, texts, baselines in runs:
+        rows += _speed_rows(name, texts, thresholds, baselines,
+                            repeats if len(texts) <= 10_000 else 1)
     return {"thresholds": thresholds, "rows": rows}
 
 
@@ -522,11 +524,13 @@ def _speed_rows(
                "ctxkit_cpu_s": round(mine["cpu_s"], 3), "ctxkit_wall_s": round(mine["wall_s"], 3),
                "ctxkit_us_per_doc_cpu": round(1e6 * mine["cpu_s"] / n, 1),
                "removed": res.n_removed,
+               "candidates_per_doc": round(res.info["minhash"]["candidates"] / n, 2),
                "largest_cluster": max((len(c) for c in res.clusters), default=0)}
         for lib, (sw, sc, minhashes) in sigs.items():
             lw, lc, _ = timed(functools.partial(lsh[lib], minhashes, t))
             row[f"{lib}_cpu_s"] = round(sc + lc, 3)
             row[f"{lib}_wall_s"] = round(sw + lw, 3)
+            row[f"{lib}_us_per_doc_cpu"] = round(1e6 * (sc + lc) / n, 1)
             row[f"speedup_vs_{lib}_cpu"] = round((sc + lc) / mine["cpu_s"], 1)
         rows.append(row)
     return rows
@@ -727,20 +731,26 @@ def _markdown_templated(ts: dict[str, Any]) -> list[str]:
              "clusters, against datasketch `MinHash.bulk` + `MinHashLSH` insert and query and "
              "rensa `RMinHash` + `RMinHashLSH` insert and query, which neither verify nor "
              "cluster). toolformer: the GPTeacher toolformer"
-             " records, every one opening with a tool description; mix: the LSH-timing corpus"
-             " with 10% toolformer records drawn in:", ""]
-    header = ["corpus", "docs", "threshold", "ctxkit CPU s", "us/doc", "removed",
-              "largest cluster", "datasketch CPU s", "ctxkit speedup", "rensa CPU s",
-              "ctxkit speedup vs rensa"]
+             " records (prefixes; the last is the whole set), every one opening with a tool"
+             " description; mix: a resample drawn afresh at each size, 90% the LSH-timing"
+             " corpus and 10% toolformer records drawn with replacement from a share of the"
+             " records proportional to the size, so duplicates are as frequent at every size."
+             " us/doc: CPU microseconds per document; it should stay flat as the corpus"
+             " grows:", ""]
+    header = ["corpus", "docs", "threshold", "ctxkit CPU s", "us/doc", "candidates/doc",
+              "removed", "largest cluster", "datasketch CPU s", "datasketch us/doc",
+              "ctxkit speedup", "rensa CPU s", "rensa us/doc", "ctxkit speedup vs rensa"]
     body = []
     for r in ts["rows"]:
-        body.append([r["corpus"], f"{r['docs']:,}", r["threshold"], f"{r['ctxkit_cpu_s']:.2f}",
-                     f"{r['ctxkit_us_per_doc_cpu']:.0f}", f"{r['removed']:,}",
-                     f"{r['largest_cluster']:,}",
-                     f"{r['datasketch_cpu_s']:.2f}" if "datasketch_cpu_s" in r else "-",
-                     f"{r['speedup_vs_datasketch_cpu']:.1f}x" if "datasketch_cpu_s" in r else "-",
-                     f"{r['rensa_cpu_s']:.2f}" if "rensa_cpu_s" in r else "-",
-                     f"{r['speedup_vs_rensa_cpu']:.1f}x" if "rensa_cpu_s" in r else "-"])
+        row = [r["corpus"], f"{r['docs']:,}", r["threshold"], f"{r['ctxkit_cpu_s']:.2f}",
+               f"{r['ctxkit_us_per_doc_cpu']:.0f}", f"{r.get('candidates_per_doc', '-')}",
+               f"{r['removed']:,}", f"{r['largest_cluster']:,}"]
+        for lib in ("datasketch", "rensa"):
+            have = f"{lib}_cpu_s" in r
+            row += [f"{r[f'{lib}_cpu_s']:.2f}" if have else "-",
+                    f"{r[f'{lib}_us_per_doc_cpu']:.0f}" if have else "-",
+                    f"{r[f'speedup_vs_{lib}_cpu']:.1f}x" if have else "-"]
+        body.append(row)
     return lines + _table(header, body)
 
 
@@ -904,8 +914,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "semantic": 300 if quick else args.semantic_docs,
         # templated speed: toolformer prefixes (the last is the whole set), resample sizes
         "toolformer": [200, 400] if quick else [2000, 4000, None],
+        # resamples drawn afresh per size, same shape (templated_mix)
         "mix": [1000, 2000] if quick else [25_000, 50_000, 100_000, 200_000],
-        "mix_baselines": [2000] if quick else [50_000, 200_000],
+        "mix_baselines": [1000, 2000] if quick else [25_000, 200_000],
         "real": 500 if quick else None,
         "linear": 300 if quick else 2000,
     }
@@ -950,13 +961,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     res["semantic"] = bench_semantic(texts[: sizes["semantic"]], [0.9, 0.8], encoder)
     checkpoint()
     tool = sources.get("toolformer") or synthetic_templated(2000, rng)
-    mix = templated_mix(sizes["mix"][-1], sources, tool, rng)
     whole = len(tool) if not quick else sizes["toolformer"][-1]
+    runs = [("toolformer", tool[:n], True) for n in sizes["toolformer"][:-1] + [whole]]
+    runs += [("mix", templated_mix(n, sources, tool, rng, sizes["mix"][-1]),
+              n in sizes["mix_baselines"]) for n in sizes["mix"]]
     res["templated_speed"] = bench_templated_speed(
-        {"toolformer": tool[:whole], "mix": mix},
-        {"toolformer": sizes["toolformer"][:-1] + [whole], "mix": sizes["mix"]},
-        {"toolformer": {*sizes["toolformer"][:-1], whole}, "mix": set(sizes["mix_baselines"])},
-        [DEFAULT_THRESHOLD, 0.8], repeats=1 if quick else 2)
+        runs, [DEFAULT_THRESHOLD, 0.8], repeats=1 if quick else 2)
     checkpoint()
     real = {k: v[: sizes["real"]] for k, v in sources.items()} if sizes["real"] else sources
     res["real_data"] = bench_real_data(real, [0.5, 0.6, 0.7, 0.8, 0.9], [0.5, DEFAULT_THRESHOLD])

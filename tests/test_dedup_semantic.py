@@ -90,3 +90,16 @@ def test_bundled_model_finds_paraphrases(minilm):
     assert (res.similarity[[1, 3]] >= 0.88).all()
     emb = embed(texts, minilm)
     assert emb.shape == (5, 384) and np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-5)
+
+
+def test_one_embed_for_every_stage():
+    """Semantic dedup and relevance scoring share one embed: same function, same empty shape."""
+    from ctxkit.compression.scorers import embed as relevance_embed
+    from ctxkit.embedding.vectors import embed as shared
+
+    assert embed is shared and relevance_embed is shared
+    assert embed([]).shape == (0, 384)
+    v = embed(["Paris is the capital of France.", "Paris is the capital of France.", ""])
+    assert v.shape == (3, 384) and abs(float(v[0] @ v[1]) - 1) < 1e-5
+    with pytest.raises(TypeError, match="list of texts"):
+        embed("one string")

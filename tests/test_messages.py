@@ -82,3 +82,24 @@ def test_records_normalize_with_the_same_parser(tmp_path):
     assert b.messages[4]["tool_calls"] == [{"id": "c1", "type": "function"}]
     assert normalize_messages([{"from": "human", "value": "hi", "weight": 1}]) == [
         {"role": "user", "content": "hi", "weight": 1}]
+
+
+def test_one_courtesy_list_for_dedup_and_compression():
+    """Dedup's acknowledgements and compress_chat's filler turns are one list: a turn that
+    only thanks or greets, never an answer word or a question."""
+    from ctxkit.compression.chat import compress_chat, count_chat_tokens
+    from ctxkit.deduplication.messages import is_acknowledgement
+    from ctxkit.io.messages import is_courtesy
+
+    for text in ["Thanks a lot!!", "ok, got it 👍", "hello", "Noted, thank you", "cool cool :)"]:
+        assert is_courtesy(text) and is_acknowledgement(text)
+    for text in ["yes", "sure", "thanks, but why?", "is it?", "", "ok " * 40]:
+        assert not is_courtesy(text) and not is_acknowledgement(text)
+    msgs = [{"role": "user", "content": "What port does the API use? " * 5},
+            {"role": "assistant", "content": "It listens on port 8443 over TLS. " * 5},
+            {"role": "user", "content": "thanks, got it!"},
+            {"role": "assistant", "content": "yes"},
+            {"role": "user", "content": "And the admin port? " * 5}]
+    out = compress_chat(msgs, count_chat_tokens(msgs) - 2, scorer="idf")
+    dropped = {c.index: c.code for c in out.ledger if c.action == "dropped"}
+    assert dropped == {2: "filler"}

@@ -48,7 +48,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -59,6 +58,7 @@ from ctxkit.compression.chat_features import ChatFeatures, billed_tokens
 from ctxkit.compression.prune import check_budget, compress
 from ctxkit.compression.relevance import spread_to_neighbors
 from ctxkit.compression.scorers import Scorer
+from ctxkit.io.messages import is_courtesy
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
 from ctxkit.io.messages import raw_role as _role
@@ -71,14 +71,6 @@ _SYSTEM = {"system", "developer"}
 _USER = {"user", "human"}
 _TOOL_CALLERS = {"function_call"}  # ShareGPT's tool call turn
 _TOOL_RESULTS = {"tool", "function", "observation"}
-_FILLER = re.compile(
-    r"^(?:(?:ok(?:ay)?|k|cool|great|nice|awesome|perfect|thanks?|thank\s+you|thx|ty|"
-    r"(?:so\s+)?much|a\s+lot|got\s+it|no\s+problem|np|sounds\s+good|"
-    r"you'?re\s+welcome|welcome|understood|noted|alright|all\s+right|lol|haha|hi|hello|hey|"
-    r"good|very|i\s+see|makes\s+sense|that\s+helps|appreciated?|it|you|much appreciated)"
-    r"[\s!.,:;)(\-]*)+$",
-    re.IGNORECASE,
-)
 
 
 @dataclass
@@ -112,6 +104,13 @@ class ChatCompression:
     @property
     def ratio(self) -> float:
         return self.compressed_tokens / self.original_tokens if self.original_tokens else 1.0
+
+    def kv_cache(self, model: Any, dtype: str = "bfloat16") -> Any:
+        """The KV cache of the whole history and of the compressed window for ``model`` (as in
+        :meth:`CompressResult.kv_cache <ctxkit.compression.prune.CompressResult.kv_cache>`)."""
+        from ctxkit.evaluation.kvcache import kv_cache_change
+
+        return kv_cache_change(model, self.original_tokens, self.compressed_tokens, dtype)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -317,7 +316,7 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
 
     single = [len(groups[group_of[i]]) == 1 for i in range(n)]
     for i in range(n):
-        if not protected[i] and single[i] and _FILLER.match(texts[i].strip() or "ok"):
+        if not protected[i] and single[i] and (not texts[i].strip() or is_courtesy(texts[i])):
             drop([i], "filler", code="filler")
     # a re-asked question: the latest copy stays
     for i, j in enumerate(features.near_duplicates(texts, roles, opts.dedup_threshold)):

@@ -104,6 +104,23 @@ class ChatMemory:
             self.features.retain([_text(m, i) for i, m in enumerate(self.messages)])
         return out
 
+    def kv_cache(self, model: Any, dtype: str = "bfloat16", query: str | None = None,
+                 budget: int | None = None) -> Any:
+        """KV-cache memory of the whole conversation and of the window :meth:`compress` returns
+        now, for ``model`` (a preset name, ``config.json``, model directory or config dict): a
+        :class:`~ctxkit.evaluation.kvcache.KVCacheChange`. It compresses, which after the
+        window was just computed costs the selection only (the features are cached).
+
+        Example:
+            >>> mem = ChatMemory(budget=40, keep_last=1, scorer="idf")
+            >>> mem.extend([{"role": "user", "content": "Tell me about tides. " * 20},
+            ...             {"role": "user", "content": "Thanks."}])
+            >>> kv = mem.kv_cache("llama-3.1-8b")
+            >>> kv.after.bytes == mem.compress().compressed_tokens * 131072 < kv.before.bytes
+            True
+        """
+        return self.compress(query, budget).kv_cache(model, dtype)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe snapshot: messages, budget and options (scorer and tokenizer by name)."""
         tokenizer, scorer = self._names

@@ -125,6 +125,15 @@ class CompressResult:
     def dropped(self) -> list[Unit]:
         return [u for u in self.units if not u.kept]
 
+    def kv_cache(self, model: Any, dtype: str = "bfloat16") -> Any:
+        """The KV cache of the original and the compressed text for ``model`` (a preset name,
+        ``config.json``, model directory or config dict): a
+        :class:`~ctxkit.evaluation.kvcache.KVCacheChange`. Tokens are counted by the tokenizer
+        ``compress`` used; pass the model's own (``hf:<dir>``) for exact figures."""
+        from ctxkit.evaluation.kvcache import kv_cache_change
+
+        return kv_cache_change(model, self.original_tokens, self.compressed_tokens, dtype)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "original_tokens": self.original_tokens,

@@ -27,12 +27,13 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from ctxkit.embedding.vectors import DEFAULT_DIM, embed  # noqa: F401  (embed re-exported)
 
 __all__ = [
     "EMBEDDING_DIM",
@@ -44,7 +45,7 @@ __all__ = [
     "spread_to_neighbors",
 ]
 
-EMBEDDING_DIM = 384  # all-MiniLM-L6-v2
+EMBEDDING_DIM = DEFAULT_DIM  # all-MiniLM-L6-v2
 
 
 @dataclass
@@ -95,20 +96,6 @@ def bm25(units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75) -> 
     idf = np.log1p((n - df + 0.5) / (df + 0.5))
     norm = k1 * (1 - b + b * doc_len / avg)
     return ((sub * (k1 + 1)) / (sub + norm[:, None]) * idf).sum(axis=1)
-
-
-@functools.lru_cache(maxsize=1)
-def _encoder():
-    from ctxkit.embedding.encoder import PackedEncoder
-
-    return PackedEncoder()  # the bundled all-MiniLM-L6-v2, packed passes, GPU when present
-
-
-def embed(texts: Sequence[str]) -> np.ndarray:
-    """Unit-normalised embeddings ``[n, dim]`` from the bundled all-MiniLM-L6-v2."""
-    if not texts:
-        return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
-    return _encoder().encode(list(texts), normalize=True)
 
 
 def _standardise(x: np.ndarray) -> np.ndarray:

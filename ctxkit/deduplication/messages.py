@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,33 +30,21 @@ import numpy as np
 
 from ctxkit.deduplication.normalize import Normalization
 from ctxkit.deduplication.pipeline import dedup, parse_methods
-from ctxkit.io.messages import parse_messages
+from ctxkit.io.messages import is_courtesy, parse_messages
 
 __all__ = ["MessageDedup", "dedup_messages", "is_acknowledgement"]
 
 PROTECTED_ROLES = ("system", "developer", "tool", "function")
 _ACK_TOKEN = "\x01ack\x01"
-# Short courtesy turns carry no content of their own: any mix of these phrases (and
-# punctuation/emoji) counts as one acknowledgement, whatever the wording.
-_ACK = re.compile(
-    r"^(?:(?:thanks?|thank\s*(?:you|u)|thx|ty|tysm|cheers|much|so|very|a\s+lot|lots|"
-    r"many|again|ok(?:ay)?|k|great|cool|nice|awesome|perfect|excellent|wonderful|"
-    r"got\s+it|sounds\s+good|understood|appreciate(?:d)?|i|it|that|that'?s|this|is|was|"
-    r"helpful|you|yes|yep|sure|alright|all\s+right|fine|good|super|amazing|brilliant)"
-    r"[\s\W_]*)+$",
-    re.IGNORECASE,
-)
-
-
 def is_acknowledgement(text: str) -> bool:
-    """True for a turn made only of thanks/ok phrases, like "thanks!" or "Thank you so much".
+    """True for a turn made only of thanks/ok phrases, like "thanks!" or "Thank you so much"
+    (:func:`ctxkit.io.messages.is_courtesy`, the one list every stage uses).
 
     Example:
         >>> is_acknowledgement("Thank you so much!!"), is_acknowledgement("thanks, but why?")
         (True, False)
     """
-    text = text.strip()
-    return bool(text) and len(text) <= 80 and _ACK.match(text) is not None
+    return is_courtesy(text)
 
 
 @dataclass

@@ -47,6 +47,7 @@ import functools
 import hashlib
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -626,9 +627,13 @@ def _intersections(
     swap = sizes[a] > sizes[b]
     small, large = np.where(swap, b, a), np.where(swap, a, b)
     inter = np.zeros(len(pairs), dtype=np.int64)
-    counts = sizes[small]
     if len(keys) == 0:
         return inter
+    # pairs in order of the larger set make the lookups ascending, so the binary searches
+    # walk ``keys`` front to back through the cache instead of jumping across all of it
+    by_large = np.lexsort((small, large))
+    small, large = small[by_large], large[by_large]
+    counts = sizes[small]
     # Chunks of pairs whose query elements total about `chunk`.
     bounds = np.searchsorted(
         np.cumsum(counts), np.arange(chunk, counts.sum() + chunk, chunk), side="right"
@@ -646,7 +651,7 @@ def _intersections(
         query = (large[pid].astype(np.uint64) << np.uint64(32)) | (keys[pos] & low32)
         found = np.searchsorted(keys, query)
         hit = keys[np.minimum(found, len(keys) - 1)] == query
-        inter[lo:hi] = np.bincount(pid[hit] - lo, minlength=hi - lo)
+        inter[by_large[lo:hi]] = np.bincount(pid[hit] - lo, minlength=hi - lo)
         lo = hi
     return inter
 
@@ -693,21 +698,18 @@ class _ExactJaccard:
 
     def __init__(
         self, texts: Sequence[str] | dict[int, str], ids: np.ndarray,
-        hashed: tuple[np.ndarray, np.ndarray] | None = None, **options: Any,
+        hashed: _HashedBatches | None = None, **options: Any,
     ):
-        """``options`` are :func:`hash_values`' shingling options; ``hashed`` is that
+        """``options`` are :func:`hash_values`' shingling options; ``hashed`` holds that
         function's output for all of ``texts`` when the caller already has it."""
         self.ids = _unique(np.asarray(ids, dtype=np.int64))
         if hashed is None:
             values, offsets = hash_values([texts[int(i)] for i in self.ids], **options)
-        elif len(self.ids) == len(hashed[1]) - 1:  # every text: no copy needed
-            values, offsets = hashed
         else:
-            values, offsets = _select_runs(*hashed, self.ids)
+            values, offsets = hashed.select(self.ids)
         if values.dtype == np.uint64:  # sets are compared on 32-bit values, as shingle_sets does
             values = (values >> np.uint64(32)).astype(np.uint32)
         n = len(self.ids)
-        doc = np.repeat(np.arange(n, dtype=np.uint64), np.diff(offsets))
         words = min(64, self.bitmap_bytes // (8 * max(n, 1)))
         # the frequent shingles of a spread-out sample of texts stand for the whole: a
         # template's shingles are in every sample, and any choice keeps the result exact
@@ -715,28 +717,35 @@ class _ExactJaccard:
         picked = values[np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in sample])
                         ] if n else values
         frequent = _frequent_values(picked, words * 64)
-        common = np.zeros(len(values), dtype=bool)
         self.bits = np.zeros((n, max(words, 1)), dtype=np.uint64)
+        table = None
         if len(frequent):
             # a direct-mapped table on the top 17 bits (the values are uniform hashes) finds
             # each shingle's bit in two cache-resident lookups; a frequent value that collides
             # with a more frequent one is simply treated as rare
-            table = np.full(1 << 17, -1, dtype=np.int64)
+            table = np.full(1 << 17, -1, dtype=np.int32)
             home = (frequent >> np.uint32(15)).astype(np.int64)
-            table[home[::-1]] = np.arange(len(frequent))[::-1]  # the most frequent wins
-            slot = table[(values >> np.uint32(15)).astype(np.int64)]
-            common = (slot >= 0) & (frequent[np.maximum(slot, 0)] == values)
-            # set bits through a boolean block (an assignment, so a shingle repeated inside a
-            # text is harmless) and pack it; blocks of texts keep that scratch small
-            step = 4096
-            for d0 in range(0, n, step):
-                e0, e1 = offsets[d0], offsets[min(d0 + step, n)]
-                mine = common[e0:e1]
-                block = np.zeros((min(step, n - d0), words * 64), dtype=bool)
-                block[doc[e0:e1][mine].astype(np.int64) - d0, slot[e0:e1][mine]] = True
-                self.bits[d0 : d0 + len(block)] = np.packbits(
-                    block, axis=1, bitorder="little").view(np.uint64)
-        rare = _unique((doc[~common] << np.uint64(32)) | values[~common].astype(np.uint64))
+            table[home[::-1]] = np.arange(len(frequent), dtype=np.int32)[::-1]  # most frequent wins
+        # blocks of texts keep every temporary cache-sized, and each block's rare keys sort on
+        # their own: blocks come in text order, so their sorted runs concatenate into one
+        # sorted array and the work stays linear in the number of texts
+        step = 2048
+        rare_parts = []
+        for d0 in range(0, n, step):
+            d1 = min(d0 + step, n)
+            v = values[offsets[d0] : offsets[d1]]
+            doc = np.repeat(np.arange(d0, d1, dtype=np.uint64), np.diff(offsets[d0 : d1 + 1]))
+            if table is not None:
+                slot = table[v >> np.uint32(15)]
+                common = (slot >= 0) & (frequent[np.maximum(slot, 0)] == v)
+                # set bits through a boolean block (an assignment, so a shingle repeated
+                # inside a text is harmless) and pack it
+                block = np.zeros((d1 - d0, words * 64), dtype=bool)
+                block[(doc[common] - np.uint64(d0)).astype(np.intp), slot[common]] = True
+                self.bits[d0:d1] = np.packbits(block, axis=1, bitorder="little").view(np.uint64)
+                doc, v = doc[~common], v[~common]
+            rare_parts.append(_unique((doc << np.uint64(32)) | v.astype(np.uint64)))
+        rare = np.concatenate(rare_parts) if rare_parts else np.empty(0, np.uint64)
         rare_offsets = np.searchsorted(rare, np.arange(n + 1, dtype=np.uint64) << np.uint64(32))
         self.rare = (rare, rare_offsets.astype(np.int64))
         self.sizes = np.bitwise_count(self.bits).sum(axis=1, dtype=np.int64) + np.diff(
@@ -755,25 +764,56 @@ class _ExactJaccard:
 def _select_runs(
     values: np.ndarray, offsets: np.ndarray, ids: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The runs ``values[offsets[i]:offsets[i + 1]]`` of each ``i`` in ``ids``, concatenated,
-    with their new offsets."""
+    """The runs ``values[offsets[i]:offsets[i + 1]]`` of each ``i`` in ``ids`` (ascending),
+    concatenated, with their new offsets.
+
+    Consecutive ids are one slice, and slices are copied as they are: an index array over
+    every selected value would cost several passes over memory the size of the selection,
+    gathered from an array the size of the corpus.
+    """
     lengths = np.diff(offsets)[ids]
     new = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum(lengths, out=new[1:])
-    pos = np.repeat(offsets[:-1][ids] - new[:-1], lengths) + np.arange(new[-1])
-    return values[pos], new
+    breaks = np.flatnonzero(np.diff(ids) != 1) + 1
+    first = ids[np.r_[0, breaks]] if len(ids) else ids
+    last = ids[np.r_[breaks - 1, len(ids) - 1]] if len(ids) else ids
+    parts = [values[offsets[a] : offsets[b + 1]] for a, b in zip(first.tolist(), last.tolist())]
+    return (np.concatenate(parts) if parts else values[:0]), new
+
+
+@dataclass(frozen=True)
+class _HashedBatches:
+    """The shingle hashes of every text, kept as :func:`hash_values` returned them per batch of
+    ``batch_size`` texts (joining the batches would copy the whole corpus's hashes once more
+    for the few texts verification reads)."""
+
+    batches: list[tuple[np.ndarray, np.ndarray]]
+    batch_size: int
+
+    def select(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The runs of ``ids`` (ascending) as one ``(values, offsets)`` pair."""
+        cuts = np.searchsorted(ids, np.arange(len(self.batches) + 1) * self.batch_size)
+        parts, lengths = [], [np.zeros(1, dtype=np.int64)]
+        for b, (values, offsets) in enumerate(self.batches):
+            local = ids[cuts[b] : cuts[b + 1]] - b * self.batch_size
+            if len(local):
+                v, off = _select_runs(values, offsets, local)
+                parts.append(v)
+                lengths.append(np.diff(off))
+        offsets = np.cumsum(np.concatenate(lengths))
+        values = np.concatenate(parts) if parts else np.empty(0, np.uint32)
+        return values, offsets
 
 
 def _signatures_keeping_hashes(
     texts: Sequence[str], opts: MinHashOptions, limit: int = 1 << 27, batch_size: int = 4096
-) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+) -> tuple[np.ndarray, _HashedBatches | None]:
     """:func:`signatures`, also returning the shingle hashes for exact verification to reuse
     (``None`` once they pass ``limit`` values, 512 MB, about 300k texts of 440 characters:
     beyond that the texts verification needs are hashed again, to keep memory bounded)."""
     dtype, _ = _scheme(opts.scheme)
     sig = np.empty((len(texts), opts.num_perm), dtype=dtype)
-    kept: list[np.ndarray] | None = []
-    ends = [np.zeros(1, dtype=np.int64)]
+    kept: list[tuple[np.ndarray, np.ndarray]] | None = []
     total = 0
     for start in range(0, len(texts), batch_size):
         batch = texts[start : start + batch_size]
@@ -781,14 +821,11 @@ def _signatures_keeping_hashes(
         sig[start : start + len(batch)] = signatures_from_hashes(
             values, offsets, opts.num_perm, opts.seed, opts.scheme)
         if kept is not None and total + len(values) <= limit:
-            kept.append(values)
-            ends.append(offsets[1:] + total)
+            kept.append((values, offsets))
             total += len(values)
         else:
             kept = None
-    if kept is None:
-        return sig, None
-    return sig, (np.concatenate(kept) if kept else np.empty(0, dtype), np.concatenate(ends))
+    return sig, None if kept is None else _HashedBatches(kept, batch_size)
 
 
 def _frequent_values(values: np.ndarray, k: int) -> np.ndarray:
@@ -806,7 +843,7 @@ def _frequent_values(values: np.ndarray, k: int) -> np.ndarray:
 def _verify_exact(
     sig: np.ndarray, pairs: np.ndarray, threshold: float,
     texts: Sequence[str] | dict[int, str], options: dict[str, Any], keep_scorer: bool = False,
-    big: int | None = None, hashed: tuple[np.ndarray, np.ndarray] | None = None,
+    big: int | None = None, hashed: _HashedBatches | None = None,
 ) -> tuple[np.ndarray, np.ndarray, _ExactJaccard | None]:
     """:func:`verify_pairs_exact`; with ``keep_scorer`` it also returns the exact scorer, built
     over every text of a pair that survived the estimate (all future cluster members), so

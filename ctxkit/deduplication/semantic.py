@@ -23,15 +23,15 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
-from typing import Any, Protocol
 
 import numpy as np
 
 from ctxkit.deduplication.result import DedupResult, result_from_representatives
 from ctxkit.deduplication.unionfind import connected_components, keep_priority, representatives
+from ctxkit.embedding.vectors import Encoder, default_encoder, embed
+from ctxkit.embedding.vectors import unit_rows as _normalize
 
 __all__ = [
     "PARTITIONS",
@@ -45,40 +45,6 @@ __all__ = [
 
 PARTITIONS = ("auto", "exact", "kmeans")
 DEFAULT_THRESHOLD = 0.9
-
-
-class Encoder(Protocol):
-    """Anything that turns texts into one vector each."""
-
-    def encode(self, texts: Sequence[str]) -> Any: ...
-
-
-@functools.lru_cache(maxsize=2)
-def default_encoder(device: str = "auto") -> Encoder:
-    """The bundled all-MiniLM-L6-v2 as a :class:`ctxkit.PackedEncoder` (packed passes, equal
-    to ``SentenceTransformer.encode``; CUDA when present), cached per device."""
-    from ctxkit.embedding.encoder import PackedEncoder
-
-    return PackedEncoder(device=device)
-
-
-def embed(texts: Sequence[str], encoder: Encoder | None = None) -> np.ndarray:
-    """L2-normalized float32 embeddings ``[len(texts), dim]``; zero vectors stay zero."""
-    if len(texts) == 0:
-        return np.zeros((0, 0), dtype=np.float32)
-    enc = encoder if encoder is not None else default_encoder()
-    emb = np.asarray(enc.encode(list(texts)), dtype=np.float32)
-    if emb.ndim != 2 or len(emb) != len(texts):
-        raise ValueError(f"encoder returned shape {emb.shape}, expected ({len(texts)}, dim)")
-    return _normalize(emb)
-
-
-def _normalize(emb: np.ndarray) -> np.ndarray:
-    emb = np.asarray(emb, dtype=np.float32)
-    if not np.isfinite(emb).all():
-        raise ValueError("embeddings contain NaN or infinity")
-    norms = np.linalg.norm(emb, axis=1, keepdims=True)
-    return emb / np.where(norms > 0, norms, 1.0)
 
 
 def pairs_exact(

@@ -13,6 +13,8 @@ Sections:
 - ``redundancy``: exact / near-duplicate shares and the tokens each dedup method would save.
 - ``density``: per-text density distributions before and after dedup.
 - ``embedding`` (opt-in): packed vs padded throughput and fidelity on a sample.
+- ``kv_cache`` (with ``kv_model``): KV-cache memory per batch and over one pass, padded vs
+  packed, for a model config (:func:`~ctxkit.evaluation.kvcache.kv_cache_bytes`).
 
 Example:
     >>> rep = evaluate(["a short text", "another short text"] * 3, capacity=64,
@@ -140,6 +142,72 @@ def utilization_section(
     }
 
 
+def kv_cache_section(lengths: np.ndarray, capacity: int, shape: Any, dtype: str,
+                     batch_size: int, seed: int | None) -> dict[str, Any]:
+    """KV-cache (and, in proportion, activation) memory of batches of ``batch_size`` rows:
+    padded rows (each text its own row, as long as the window or as the batch's longest text,
+    batches in input order) against packed rows (bfd windows, all ``capacity`` long)."""
+    from ctxkit.evaluation.kvcache import kv_bytes_per_sequence, kv_cache_bytes
+    from ctxkit.packing.plan import pack_lengths
+
+    fitted = np.minimum(lengths[lengths > 0], capacity)  # as the utilization section
+    n, real = int(fitted.size), int(fitted.sum())
+    starts = np.arange(0, n, batch_size)
+    longest = np.maximum.reduceat(fitted, starts) if n else np.zeros(0, np.int64)
+    rows_of = np.diff(np.append(starts, n))
+    windows = pack_lengths(fitted, capacity=capacity, strategy="bfd", seed=seed).n_bins
+    full = np.minimum(np.arange(0, windows, batch_size) + batch_size, windows) \
+        - np.arange(0, windows, batch_size)
+    layouts = {  # (rows per batch, row length per batch, real tokens per batch)
+        "padded to window": (rows_of, np.full(rows_of.size, capacity)),
+        "padded to longest": (rows_of, longest),
+        "packed (bfd)": (full, np.full(full.size, capacity)),
+    }
+    methods: dict[str, dict[str, Any]] = {}
+    for name, (rows, length) in layouts.items():
+        per_batch = rows * kv_bytes_per_sequence(shape, length, dtype)
+        slots = int((rows * length).sum())
+        methods[name] = {
+            "batches": int(rows.size),
+            "real_tokens_per_batch": real / rows.size if rows.size else 0.0,
+            "mean_kv_per_batch_mib": float(per_batch.mean()) / 2**20 if rows.size else 0.0,
+            "peak_kv_per_batch_mib": float(per_batch.max()) / 2**20 if rows.size else 0.0,
+            "kv_over_pass_gib": float(per_batch.sum()) / 2**30,
+            "real_token_share": real / slots if slots else 0.0,
+        }
+    padded = methods["padded to longest"]["kv_over_pass_gib"]
+    one = kv_cache_bytes(shape, 1, dtype)
+    return {
+        "model": shape.name, "dtype": one.dtype, "per_token_bytes": one.per_token_bytes,
+        "formula": one.formula(), "batch_rows": batch_size, "methods": methods,
+        "packed_over_padded_pass": methods["packed (bfd)"]["kv_over_pass_gib"] / padded
+        if padded else 1.0,
+    }
+
+
+def kv_stages(lengths: np.ndarray, keep_mask: np.ndarray | None, shape: Any, dtype: str,
+              sample: tuple[np.ndarray, np.ndarray] | None) -> dict[str, dict[str, Any]]:
+    """KV cache of holding every text as one sequence: all texts, the dedup survivors, and the
+    compression sample before and after, each with the share it saves."""
+    from ctxkit.evaluation.kvcache import kv_bytes_per_sequence
+
+    def row(counts: np.ndarray, base: float | None = None) -> dict[str, Any]:
+        kv = float(kv_bytes_per_sequence(shape, counts, dtype).sum())
+        out = {"texts": int(counts.size), "tokens": int(counts.sum()), "kv_gib": kv / 2**30}
+        if base is not None:
+            out["kv_saved_share"] = 1 - kv / base if base else 0.0
+        return out
+
+    stages = {"all texts": row(lengths)}
+    if keep_mask is not None:
+        stages["after dedup"] = row(lengths[keep_mask], stages["all texts"]["kv_gib"] * 2**30)
+    if sample is not None:
+        before = row(sample[0])
+        stages["compression sample"] = before
+        stages["compression sample at 1/2"] = row(sample[1], before["kv_gib"] * 2**30)
+    return stages
+
+
 def redundancy_section(
     texts: Sequence[str], lengths: np.ndarray, methods: Sequence[str], threshold: float | None,
     seed: int | None,
@@ -211,6 +279,9 @@ def density_section(
             after = text_densities([r.text for r in results], tokenizer=tok)
             groups["sample, before compression"] = [per_text[i] for i in chosen]
             groups["sample, compressed to 1/2"] = after
+            # per-text token counts, for the KV-cache section's before/after figures
+            arrays["sample_tokens_before"] = np.array([per_text[i].tokens for i in chosen])
+            arrays["sample_tokens_after"] = np.array([r.compressed_tokens for r in results])
             compressed = {
                 "sample": len(chosen),
                 "requested_ratio": 0.5,
@@ -281,12 +352,19 @@ def evaluate(
     name: str = "dataset",
     content: Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    kv_model: Any = None,
+    kv_dtype: str = "bfloat16",
+    kv_batch_size: int = 8,
 ) -> EvalReport:
     """Run the pipeline stages on ``texts`` and report what each would save.
 
     ``content`` (one per text) is what the redundancy and density sections read when the
     texts carry shared boilerplate, such as a prompt template; lengths and packing always
     use ``texts``.
+
+    ``kv_model`` (a preset name, ``config.json``, model directory or config dict) adds the
+    ``kv_cache`` section: KV-cache memory per batch of ``kv_batch_size`` rows and over one pass,
+    padded vs packed, in ``kv_dtype``.
 
     Example:
         >>> rep = evaluate(["x y z"] * 4, capacity=16, sections=("lengths",))
@@ -306,6 +384,14 @@ def evaluate(
     content = texts if content is None else list(content)
     if len(content) != len(texts):
         raise ValueError(f"content needs one entry per text ({len(texts)}), got {len(content)}")
+    kv_shape = None
+    if kv_model is not None:
+        from ctxkit.evaluation.kvcache import kv_cache_bytes, kv_cache_shape
+
+        kv_shape = kv_cache_shape(kv_model)
+        kv_cache_bytes(kv_shape, 0, kv_dtype)  # a bad dtype fails before the work
+        if not isinstance(kv_batch_size, int) or kv_batch_size <= 0:
+            raise ValueError(f"kv_batch_size must be a positive integer, got {kv_batch_size!r}")
     step = progress or (lambda _msg: None)
     tok = resolve_tokenizer(tokenizer)
     report = EvalReport(
@@ -337,11 +423,33 @@ def evaluate(
             f"{capacity} padded tokens; packing strategies place whole texts into windows. "
             "Lower bound = ceil(real tokens / capacity)."
         )
+    if kv_shape is not None:
+        step("sizing the KV cache")
+        t0 = time.perf_counter()
+        report.sections["kv_cache"] = kv_cache_section(lengths, capacity, kv_shape, kv_dtype,
+                                                       kv_batch_size, seed)
+        report.timings["kv_cache"] = time.perf_counter() - t0
+        report.notes["kv_cache"] = (
+            f"KV-cache bytes per token: {report.sections['kv_cache']['formula']}. Batches hold "
+            f"{kv_batch_size} rows; a row's cache is its length's (capped at the window on "
+            "sliding-window layers). 'padded to window': one text per row, every row "
+            f"{capacity} tokens; 'padded to longest': one text per row, in input "
+            "order, rows as long as the longest text of their batch; 'packed (bfd)': the bfd "
+            f"packing plan's windows, every row {capacity} tokens. Texts are truncated to the "
+            "window and empty ones left out, as for utilization. Activations of a forward pass "
+            "scale with the same token slots, so the padded/packed ratios hold for them; "
+            "weights and activations are not in the bytes. Stages: the KV cache of holding "
+            "every text as one sequence (not truncated; window layers capped per text): all "
+            "texts, the survivors of the redundancy section, and the density section's "
+            "compression sample before and after ctxkit.compress at half its tokens."
+        )
     keep_mask = np.ones(len(texts), dtype=bool)
+    keep_known = False
     if "redundancy" in sections:
         step("deduplicating")
         t0 = time.perf_counter()
         red, keep_mask = redundancy_section(content, lengths, dedup_methods, dedup_threshold, seed)
+        keep_known = True
         report.sections["redundancy"] = red
         report.timings["redundancy"] = time.perf_counter() - t0
         report.notes["redundancy"] = (
@@ -367,6 +475,12 @@ def evaluate(
             f"compressed sample ({compress_sample} texts of at least 16 tokens, seeded) is each "
             "text passed through ctxkit.compress at half its token count."
         )
+    if kv_shape is not None:
+        arrays = report.extra_arrays
+        sample = (arrays["sample_tokens_before"], arrays["sample_tokens_after"]) \
+            if "sample_tokens_before" in arrays else None
+        report.sections["kv_cache"]["stages"] = kv_stages(
+            lengths, keep_mask if keep_known else None, kv_shape, kv_dtype, sample)
     if "embedding" in sections:
         step("embedding a sample")
         t0 = time.perf_counter()

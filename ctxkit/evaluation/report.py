@@ -52,6 +52,7 @@ def _fmt(value: Any) -> str:
 
 
 _PERCENT_WORDS = ("share", "utilization")
+_TITLES = {"kv_cache": "KV-cache memory"}
 
 
 def _fmt_named(name: str, value: Any) -> str:
@@ -98,7 +99,7 @@ def render_markdown(report: EvalReport, plots: Sequence[str] = ()) -> str:
     lines = [f"# ctxkit report: {ds.get('name', 'dataset')}", ""]
     lines += _table(["setting", "value"], [(k.replace("_", " "), v) for k, v in ds.items()])
     for section, figures in report.sections.items():
-        lines += ["", f"## {section.capitalize()}", ""]
+        lines += ["", f"## {_TITLES.get(section, section.capitalize())}", ""]
         note = report.notes.get(section)
         if note:
             lines += [f"*How it was computed:* {note}", ""]
@@ -112,7 +113,9 @@ def render_markdown(report: EvalReport, plots: Sequence[str] = ()) -> str:
                 lines += ["", f"![{section}]({Path(plot).name})"]
     if report.timings:
         lines += ["", "## Timings", ""]
-        lines += _table(["step", "seconds"], sorted(report.timings.items()))
+        # formatted here: a step named "utilization" must not read as a percentage
+        lines += _table(["step", "seconds"], [(k, _fmt(v)) for k, v in
+                                              sorted(report.timings.items())])
     return "\n".join(lines) + "\n"
 
 

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 __all__ = [
     "MESSAGE_KEYS",
     "Message",
+    "is_courtesy",
     "message_format",
     "message_text",
     "normalize_messages",
@@ -67,6 +69,32 @@ class Message:
     @property
     def is_tool_result(self) -> bool:
         return self.raw_role in TOOL_RESULT_ROLES
+
+
+# Thanks, greetings and "ok" phrases, in any mix with punctuation or emoji: such a turn carries
+# nothing of its own (dedup treats all of them as one message, compression drops them). Words
+# that answer a question ("yes", "sure", "fine") are not here, nor is any text with a "?".
+_COURTESY = re.compile(
+    r"^(?:(?:thanks?|thank\s*(?:you|u)|thx|ty|tysm|cheers|much|so|very|a\s+lot|lots|many|again|"
+    r"ok(?:ay)?|k|great|cool|nice|awesome|perfect|excellent|wonderful|super|amazing|brilliant|"
+    r"got\s+it|sounds\s+good|understood|noted|appreciated?|no\s+problem|np|"
+    r"you'?re\s+welcome|welcome|alright|all\s+right|lol|haha|hi|hello|hey|good|helpful|"
+    r"i\s+see|makes\s+sense|that\s+helps|i|it|that|that'?s|this|is|was|you)"
+    r"[^\w?]*)+$",
+    re.IGNORECASE,
+)
+
+
+def is_courtesy(text: str) -> bool:
+    """True for a turn made only of thanks, greetings and "ok" phrases ("Thank you so much!!",
+    "ok, got it 👍"); such a turn carries no content of its own.
+
+    Example:
+        >>> is_courtesy("Thank you so much!!"), is_courtesy("thanks, but why?"), is_courtesy("yes")
+        (True, False, False)
+    """
+    text = text.strip()
+    return bool(text) and len(text) <= 80 and _COURTESY.match(text) is not None
 
 
 def raw_role(m: Mapping[str, Any]) -> str:

@@ -11,6 +11,7 @@ from ctxkit.errors import InputError, Location, OptionError
 from ctxkit.io.messages import MESSAGE_KEYS, message_format
 from ctxkit.jobs.common import JobReport, Progress, Source, Target, no_progress, require_records
 from ctxkit.jobs.compress import reason_table
+from ctxkit.jobs.kv import check_kv, kv_note, kv_rows
 
 __all__ = ["ChatReport", "run_chat"]
 
@@ -24,6 +25,7 @@ class ChatReport(JobReport):
     original_tokens: int = 0
     compressed_tokens: int = 0
     turns: list[dict[str, Any]] = field(default_factory=list)  # --replay: one row per message
+    kv: Any = None  # KVCacheChange with --kv-model: every conversation before and after
 
     @property
     def changes(self) -> list[dict[str, Any]]:
@@ -37,20 +39,24 @@ class ChatReport(JobReport):
                 ("ratio", self.compressed_tokens / self.original_tokens
                  if self.original_tokens else 1.0),
                 ("messages dropped", sum(c["action"] == "dropped" for c in changes)),
-                ("messages shortened", sum(c["action"] == "shortened" for c in changes))]
+                ("messages shortened", sum(c["action"] == "shortened" for c in changes))] \
+            + (kv_rows(self.kv) if self.kv is not None else [])
 
     def to_dict(self) -> dict[str, Any]:
         out = {"input": self.input, "output": self.output, "budget": self.budget,
                "conversations": self.conversations, "skipped": self.read.to_dict()["skipped"]}
         if self.turns:
             out["turns"] = self.turns
+        if self.kv is not None:
+            out["kv_cache"] = self.kv.to_dict()
         return out
 
 
 def _replay(messages: list[Any], budget: int, cid: str, options: dict[str, Any],
-            scorer: Any, tokenizer: str, rows: list[dict[str, Any]]) -> Any:
+            scorer: Any, tokenizer: str, rows: list[dict[str, Any]], kv: Any = None) -> Any:
     """Feed ``messages`` to a ChatMemory one by one, compressing after each; the last window
-    (equal to ``compress_chat`` on the whole conversation) is returned."""
+    (equal to ``compress_chat`` on the whole conversation) is returned. ``kv``: a
+    ``(KVCacheShape, dtype)`` pair adds each turn's history and window KV bytes."""
     import time
 
     from ctxkit.compression.memory import ChatMemory
@@ -67,14 +73,26 @@ def _replay(messages: list[Any], budget: int, cid: str, options: dict[str, Any],
                      "history_tokens": res.original_tokens, "window_tokens": res.compressed_tokens,
                      "kept": len(res.kept), "shortened": actions.count("shortened"),
                      "dropped": actions.count("dropped"), "ms": round(ms, 2)})
+        if kv is not None:
+            change = res.kv_cache(*kv)
+            rows[-1].update(history_kv_bytes=change.before.bytes,
+                            window_kv_bytes=change.after.bytes)
     return res
 
 
 def _turn_table(rows: list[dict[str, Any]], limit: int = 200) -> list[tuple[str, Any]]:
     """The per-turn budget lines the CLI prints (the last ``limit`` when there are more)."""
+    from ctxkit.evaluation.kvcache import format_bytes
+
+    def kv(r: dict[str, Any]) -> str:
+        if "history_kv_bytes" not in r:
+            return ""
+        return (f", KV {format_bytes(r['history_kv_bytes'])} -> "
+                f"{format_bytes(r['window_kv_bytes'])}")
+
     shown = rows[-limit:]
     return [(f"{r['id']}:{r['turn']} {r['role']}",
-             f"{r['history_tokens']:,} -> {r['window_tokens']:,} tok, {r['kept']} kept "
+             f"{r['history_tokens']:,} -> {r['window_tokens']:,} tok{kv(r)}, {r['kept']} kept "
              f"({r['shortened']} short), {r['dropped']} dropped, {r['ms']:.0f} ms")
             for r in shown]
 
@@ -118,6 +136,8 @@ def run_chat(
     alternate: bool = False,
     shorten: bool = True,
     replay: bool = False,
+    kv_model: str | None = None,
+    kv_dtype: str = "bfloat16",
     progress: Progress = no_progress,
 ) -> ChatReport:
     """Compress each conversation of ``source`` to ``budget`` tokens.
@@ -131,6 +151,10 @@ def run_chat(
     ``replay``: feed each conversation to a :class:`~ctxkit.ChatMemory` one message at a time
     and compress after each, as a chat application would; every turn's history and window
     tokens go to ``report.turns``. The written output is the same (the last window).
+
+    ``kv_model`` (a preset name, ``config.json`` or model directory) adds the KV-cache memory
+    of the conversations before and after (each conversation one sequence) in ``kv_dtype``,
+    and with ``replay`` each turn's.
     """
     from ctxkit.compression.chat import compress_chat
     from ctxkit.compression.prune import check_budget
@@ -147,6 +171,8 @@ def run_chat(
         raise OptionError("--query", "--replay compresses each turn for its own last user "
                                      "message; drop --query")
     fmt = record_format(target.output)
+    kv_shape = check_kv(kv_model, kv_dtype)
+    kv = None if kv_shape is None else (kv_shape, kv_dtype)
     try:
         sc = get_scorer(scorer)
     except (ValueError, ImportError) as exc:
@@ -171,7 +197,7 @@ def run_chat(
                         if not messages:
                             raise ValueError("no messages to replay")
                         res = _replay(messages, budget, cid, options, sc, tokenizer,
-                                      report.turns)
+                                      report.turns, kv)
                     else:
                         res = compress_chat(messages, budget, query=query, tokenizer=tokenizer,
                                             scorer=sc, **options)
@@ -191,6 +217,13 @@ def run_chat(
                     results.append({**raw, key: res.messages})
                 advance()
         require_records(len(results), source, report.read)
+        if kv_shape is not None:
+            from ctxkit.evaluation.kvcache import kv_cache_change
+
+            report.kv = kv_cache_change(
+                kv_shape, [c["original_tokens"] for c in report.conversations],
+                [c["compressed_tokens"] for c in report.conversations], kv_dtype)
+            report.notes.append(kv_note(report.kv.before, tokenizer))
         if bare and fmt == "json":
             write_json(out_tmp, results[0])
         else:

@@ -19,6 +19,7 @@ from ctxkit.jobs.common import (
     read_text_file,
     require_records,
 )
+from ctxkit.jobs.kv import check_kv, kv_note, kv_rows
 
 __all__ = ["CompressReport", "is_records_path", "reason_table", "run_compress"]
 
@@ -52,6 +53,7 @@ class CompressReport(JobReport):
     ledger: list[dict[str, Any]] = field(default_factory=list)
     reasons: list[tuple[str, Any]] = field(default_factory=list)
     result: Any = None  # the CompressResult of a single text file
+    kv: Any = None  # KVCacheChange with --kv-model: every text before and after, summed
 
     @property
     def ratio(self) -> float:
@@ -59,18 +61,21 @@ class CompressReport(JobReport):
 
     def summary(self) -> list[tuple[str, Any]]:
         if self.result is not None:
-            return [("original tokens", self.original_tokens),
+            rows = [("original tokens", self.original_tokens),
                     ("compressed tokens", self.compressed_tokens), ("budget", self.budget),
                     ("ratio", self.ratio), ("units kept", self.units_kept),
                     ("units dropped", self.units_dropped)]
-        return [("records", self.records), ("original tokens", self.original_tokens),
-                ("compressed tokens", self.compressed_tokens), ("ratio", self.ratio)]
+        else:
+            rows = [("records", self.records), ("original tokens", self.original_tokens),
+                    ("compressed tokens", self.compressed_tokens), ("ratio", self.ratio)]
+        return rows + (kv_rows(self.kv) if self.kv is not None else [])
 
     def to_dict(self) -> dict[str, Any]:
+        kv = {} if self.kv is None else {"kv_cache": self.kv.to_dict()}
         if self.result is not None:
-            return self.result.to_dict()
+            return {**self.result.to_dict(), **kv}
         return {"input": self.input, "output": self.output, "budget": self.budget,
-                "records": self.ledger, "skipped": self.read.to_dict()}
+                "records": self.ledger, "skipped": self.read.to_dict(), **kv}
 
 
 def run_compress(
@@ -85,6 +90,8 @@ def run_compress(
     tokenizer: str = "cl100k_base",
     force_keep: tuple[str, ...] | list[str] = (),
     token_drop: float = 0.0,
+    kv_model: str | None = None,
+    kv_dtype: str = "bfloat16",
     progress: Progress = no_progress,
 ) -> CompressReport:
     """Compress ``source`` to ``budget`` tokens per text and write the result.
@@ -92,7 +99,9 @@ def run_compress(
     A text file (any suffix but a record format's) gives a text file. A record file gives
     records in the output's format (by suffix), each the input record with its text field
     (``source.field``, default ``text``) replaced, every other field and its id kept; the
-    token counts and dropped units are in the report.
+    token counts and dropped units are in the report. ``kv_model`` (a preset name,
+    ``config.json`` or model directory) adds the KV-cache memory of the texts before and after
+    (each text one sequence) in ``kv_dtype``.
 
     Example:
         >>> import tempfile
@@ -106,6 +115,7 @@ def run_compress(
     """
     from ctxkit.compression.prune import check_budget, compress
     from ctxkit.compression.scorers import get_scorer
+    from ctxkit.evaluation.kvcache import kv_cache_change
     from ctxkit.io.outputs import record_format, write_json, write_records
 
     try:
@@ -120,6 +130,7 @@ def run_compress(
                          f"file name, not {target.output.name}")
     if source.template is not None:
         raise OptionError("--template", "compress works on one text field; use --field")
+    kv_shape = check_kv(kv_model, kv_dtype)
     try:
         sc = get_scorer(scorer)  # once, so model-backed scorers load once
     except (ValueError, ImportError) as exc:
@@ -146,10 +157,13 @@ def run_compress(
             report.original_tokens, report.compressed_tokens = (res.original_tokens,
                                                                 res.compressed_tokens)
             report.units_kept, report.units_dropped = len(res.kept), len(res.dropped)
+            if kv_shape is not None:
+                report.kv = res.kv_cache(kv_shape, kv_dtype)
             codes = [u.code for u in res.dropped]
         else:
             text_field = source.field or "text"
             codes = []
+            counts: list[tuple[int, int]] = []
 
             def rows() -> Iterator[dict[str, Any]]:
                 with progress("compressing") as advance:
@@ -168,11 +182,17 @@ def run_compress(
                         codes.extend(u.code for u in res.dropped)
                         report.original_tokens += res.original_tokens
                         report.compressed_tokens += res.compressed_tokens
+                        counts.append((res.original_tokens, res.compressed_tokens))
                         advance()
                         yield {**rec.raw, text_field: res.text}
 
             report.records = write_records(out_tmp, rows(), fmt=target.output.suffix)
             require_records(report.records, source, report.read)
+            if kv_shape is not None:
+                before, after = zip(*counts, strict=True)
+                report.kv = kv_cache_change(kv_shape, before, after, kv_dtype)
+        if report.kv is not None:
+            report.notes.append(kv_note(report.kv.before, tokenizer))
         report.reasons = reason_table(codes)
         if report.reasons:
             report.tables.append(("dropped units by reason", report.reasons))

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxkit.errors import InputError
+from ctxkit.errors import InputError, OptionError
 from ctxkit.jobs.common import JobReport, Source, Target, check_capacity, require_records
+from ctxkit.jobs.kv import check_kv
 
 __all__ = ["EvalJobReport", "run_eval"]
 
@@ -32,6 +33,25 @@ class EvalJobReport(JobReport):
             for name, figures in util["methods"].items():
                 rows.append((f"{name}: windows / utilization",
                              f"{figures['windows']:,} / {figures['utilization']:.1%}"))
+        kv = self.evaluation.sections.get("kv_cache", {})
+        if kv:
+            from ctxkit.evaluation.kvcache import format_bytes
+
+            rows.append((f"KV per token ({kv['model']}, {kv['dtype']}; batches of "
+                         f"{kv['batch_rows']} rows)", format_bytes(kv["per_token_bytes"])))
+            for name, figures in kv["methods"].items():
+                rows.append((f"{name}: KV per batch (mean) / one pass",
+                             f"{format_bytes(figures['mean_kv_per_batch_mib'] * 2**20)} / "
+                             f"{format_bytes(figures['kv_over_pass_gib'] * 2**30)}"))
+            stages = kv.get("stages", {})
+            for first, then, label in (("all texts", "after dedup", "all texts -> after dedup"),
+                                       ("compression sample", "compression sample at 1/2",
+                                        "compression sample -> at 1/2")):
+                if then in stages:
+                    rows.append((f"KV of {label}",
+                                 f"{format_bytes(stages[first]['kv_gib'] * 2**30)} -> "
+                                 f"{format_bytes(stages[then]['kv_gib'] * 2**30)} "
+                                 f"(saves {stages[then]['kv_saved_share']:.1%})"))
         return rows
 
     def to_dict(self) -> dict[str, Any]:
@@ -49,15 +69,22 @@ def run_eval(
     density: bool = True,
     dedup: bool = True,
     seed: int = 0,
+    kv_model: str | None = None,
+    kv_dtype: str = "bfloat16",
+    kv_batch_size: int = 8,
     step: Callable[[str], None] | None = None,
 ) -> EvalJobReport:
     """Evaluate ``source`` and write ``report.json``, ``report.md`` and one PNG per section
     into the directory ``target.output`` (created if needed; files already there with other
-    names are left alone). ``step(message)`` is called as each section starts."""
+    names are left alone). ``step(message)`` is called as each section starts. ``kv_model``
+    adds the KV-cache section: padded vs packed KV memory per batch of ``kv_batch_size`` rows."""
     from ctxkit.evaluation.harness import evaluate
     from ctxkit.io.outputs import write_json
 
     check_capacity(capacity)
+    kv_shape = check_kv(kv_model, kv_dtype)
+    if kv_batch_size <= 0:
+        raise OptionError("--kv-batch-size", f"--kv-batch-size must be >= 1, got {kv_batch_size}")
     source.check()
     target.check((source.path,), directory=True)
     report = EvalJobReport(command="eval", input=str(source.path), output=str(target.output),
@@ -73,7 +100,8 @@ def run_eval(
         ev = evaluate([r.text for r in records], capacity=capacity, tokenizer=tokenizer,
                       sections=sections, embed_sample=embed_sample, seed=seed,
                       name=source.path.name, content=[r.content for r in records],
-                      progress=step)
+                      progress=step, kv_model=kv_shape, kv_dtype=kv_dtype,
+                      kv_batch_size=kv_batch_size)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     ev.dataset["skipped_records"] = report.read.to_dict()["skipped"]
