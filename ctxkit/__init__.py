@@ -48,6 +48,7 @@ _EXPORTS = {
     "ChatCompression": "ctxkit.compression.chat",
     "ChatMemory": "ctxkit.compression.memory",
     "PackedEncoder": "ctxkit.embedding.encoder",
+    "PackedClassifier": "ctxkit.embedding.classifier",
     "EmbedOptions": "ctxkit.embedding.options",
     "evaluate": "ctxkit.evaluation.harness",
     "EvalReport": "ctxkit.evaluation.harness",

@@ -137,6 +137,9 @@ ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress",
                                            help="Show a progress bar.")]
 TokenizerOpt = Annotated[str, typer.Option(
     "--tokenizer", "-t", help="cl100k_base, minilm or hf:<local dir>.")]
+DeviceOpt = Annotated[str, typer.Option(help="auto | cpu | cuda | cuda:N")]
+DtypeOpt = Annotated[str, typer.Option(help="auto | float32 | bfloat16 | float16")]
+BatchTokensOpt = Annotated[int | None, typer.Option(min=1, help="Token slots per forward pass.")]
 RAY_HELP = ("Run on Ray Data: 'local' (start Ray here), 'auto' (this machine's cluster) or "
             "ray://HOST:10001. IN may be a directory or URI; -o becomes a directory of part files.")
 RayOpt = Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help=RAY_HELP)]
@@ -365,10 +368,9 @@ def embed_cmd(
     id_field: IdFieldOpt = None,
     model: Annotated[Path | None, typer.Option(help="Local sentence-transformers directory "
                                                "(default: bundled all-MiniLM-L6-v2).")] = None,
-    device: Annotated[str, typer.Option(help="auto | cpu | cuda | cuda:N")] = "auto",
-    dtype: Annotated[str, typer.Option(help="auto | float32 | bfloat16 | float16")] = "auto",
-    batch_tokens: Annotated[int | None, typer.Option(min=1, help="Token slots per forward "
-                                                     "pass.")] = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "auto",
+    batch_tokens: BatchTokensOpt = None,
     chunk_size: Annotated[int, typer.Option(min=1, help="Texts read, packed and written at "
                                             "a time (bounds memory).")] = 8192,
     normalize: Annotated[bool | None, typer.Option("--normalize/--no-normalize",
@@ -385,6 +387,47 @@ def embed_cmd(
               Target(output, summary_json, in_place), progress,
               ids=ids, model=model, device=device, dtype=dtype, batch_tokens=batch_tokens,
               chunk_size=chunk_size, normalize=normalize)
+
+
+@app.command("classify")
+def classify_cmd(
+    input_path: Annotated[Path, typer.Argument(metavar="IN", help="JSONL, JSON or Parquet "
+                                               "records.")],
+    output: Annotated[Path, typer.Option(
+        "-o", "--output", help="Labels and scores, one record per input (.jsonl, .json or "
+                               ".parquet).")],
+    model: Annotated[Path, typer.Option(help="Local sequence-classifier or cross-encoder "
+                                        "directory.")],
+    query: Annotated[str | None, typer.Option(
+        "--query", "-q", help="Score (query, text) pairs with this query (cross-encoders).")
+    ] = None,
+    query_field: Annotated[str | None, typer.Option(
+        help="Per-record query field: (query, text) pairs.")] = None,
+    field: FieldOpt = None,
+    template: TemplateOpt = None,
+    id_field: IdFieldOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "auto",
+    batch_tokens: BatchTokensOpt = None,
+    chunk_size: Annotated[int, typer.Option(min=1, help="Records read, packed and written at "
+                                            "a time (bounds memory).")] = 8192,
+    max_length: Annotated[int | None, typer.Option(
+        min=2, help="Truncate inputs to this many tokens (default: the model's).")] = None,
+    report: ReportOpt = None,
+    skip_bad: SkipBadOpt = False,
+    in_place: InPlaceOpt = False,
+    progress: ProgressOpt = True,
+) -> None:
+    """Classify every record (or rerank (query, text) pairs) with packed passes; same logits
+    as the unpacked model."""
+    from ctxkit.jobs import run_classify
+
+    render(run_classify(
+        Source(input_path, field, template, id_field, skip_bad),
+        Target(output, report, in_place),
+        model=model, query=query, query_field=query_field, device=device, dtype=dtype,
+        batch_tokens=batch_tokens, chunk_size=chunk_size, max_length=max_length,
+        progress=progress_bar(progress)))
 
 
 # ===== compression (compress, chat, density) =====

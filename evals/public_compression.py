@@ -30,6 +30,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -282,6 +283,18 @@ def plot(report: dict[str, Any], path) -> None:
     plt.close(fig)
 
 
+def cross_encoder_scorer(directory: Path | None, scorers: list[str]) -> str | None:
+    """Add ``cross-encoder:<directory>`` to ``scorers`` when a reranker is there; else the
+    note saying why its rows are absent (no reranker ships with ctxkit, none downloads)."""
+    if directory is None:
+        return ("No cross-encoder rows: none is available offline here; give "
+                "`--cross-encoder DIR` (a local reranker) to add the `cross-encoder:DIR` scorer.")
+    if not directory.is_dir():
+        return f"Cross-encoder rows skipped: {directory} is not a directory."
+    scorers.append(f"cross-encoder:{directory}")
+    return None
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="seconds, for CI smoke tests")
@@ -296,18 +309,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--lm-cases", type=int, default=10, help="cases per task for lm")
     ap.add_argument("--tasks", default=",".join(TASKS),
                     help="comma-separated tasks to run (default all: nq,kv,locomo)")
+    ap.add_argument("--cross-encoder", type=Path, default=None, metavar="DIR",
+                    help="a local cross-encoder reranker: adds the cross-encoder:DIR scorer")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     scorers = [s for s in (args.scorers or "idf" + (",lm" if lm_installed() else ""))
                .split(",") if s]
     limits = {"lm": args.lm_cases}
+    ce_note = cross_encoder_scorer(args.cross_encoder, scorers)
     command = ("python -m evals.public_compression" + (" --quick" if args.quick else "")
                + "".join(f" --{k.replace('_', '-')} {getattr(args, k)}" for k, d in
                          (("nq", 150), ("locomo", 24), ("kv", 100), ("scorers", None),
                           ("lm_cases", 10), ("tasks", ",".join(TASKS)))
                          if getattr(args, k) != d and not args.quick))
     report: dict[str, Any] = {"quick": args.quick, "command": command, "tasks": {},
-                              "notes": []}
+                              "notes": [ce_note] if ce_note else []}
     t0 = time.time()
     bench = pb.bench_dir(data_dir())
     if bench is None:

@@ -13,6 +13,10 @@ def test_every_public_name_resolves():
     assert missing == []
 
 
+def test_packed_model_classes_are_public():
+    assert {"PackedEncoder", "PackedClassifier", "EmbedOptions"} <= set(ctxkit.__all__)
+
+
 def test_pack_is_callable_whichever_import_comes_first():
     code = (
         "import ctxkit.packing.plan, ctxkit\n"

@@ -137,6 +137,30 @@ def test_embed_device_errors_before_loading(tmp_path, capsys, src, monkeypatch):
     assert not out.exists()
 
 
+def test_classify_errors_before_loading(tmp_path, capsys, src, monkeypatch):
+    import ctxkit.embedding.classifier as classifier
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model must not load for this input")
+
+    monkeypatch.setattr(classifier, "load_classifier", no_model)
+    out, model = tmp_path / "labels.jsonl", tmp_path / "model"
+    model.mkdir()
+    base = ["classify", src, "--model", model, "-o", out, "--device", "cpu", "--no-progress"]
+    fails(capsys, *base[:4], "-o", tmp_path / "labels.npy", match=r"output must end in .jsonl")
+    fails(capsys, *base, "--device", "tpu", match="unknown device 'tpu'")
+    fails(capsys, *base, "--query", "q", "--query-field", "q", match="--query or --query-field")
+    fails(capsys, "classify", src, "--model", tmp_path / "nomodel", "-o", out,
+          match="model directory not found")
+    fails(capsys, "classify", tmp_path / "missing.jsonl", "--model", model, "-o", out,
+          match="input file not found")
+    (tmp_path / "empty.jsonl").write_text("")
+    fails(capsys, "classify", tmp_path / "empty.jsonl", "--model", model, "-o", out,
+          match="no records in")
+    fails(capsys, *base, "--template", "chatml", match=r"unknown --template 'chatml'")
+    assert not out.exists()
+
+
 def _cuda() -> bool:
     import torch
 

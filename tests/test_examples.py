@@ -41,6 +41,18 @@ eos_id = tok.eos_id
 masks = [[0] * min(8, len(x)) + [1] * (len(x) - min(8, len(x))) for x in seqs]
 ids = [r["id"] for r in records]
 text_or_chunks = texts[:20]
+# small random models saved here, for the packed-classification section
+import torch as _torch
+from transformers import AutoTokenizer as _Tok, BertConfig as _Cfg
+from transformers import BertForSequenceClassification as _Clf
+from ctxkit.io.tokenizers import minilm_path as _minilm
+_torch.manual_seed(0)
+for _dir, _labels in (("tiny-classifier", 2), ("tiny-reranker", 1)):
+    _Clf(_Cfg(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+              num_labels=_labels)).save_pretrained(_dir)
+    _Tok.from_pretrained(str(_minilm())).save_pretrained(_dir)
+classifier_dir, reranker_dir = "tiny-classifier", "tiny-reranker"
+pairs = [("what is packing?", t) for t in texts[:8]]
 """
 
 

@@ -83,3 +83,14 @@ def test_baselines_fill_the_budget_and_never_exceed_it():
         assert count_chat_tokens([msgs[i] for i in kept], TOK) <= budget
     if pb.bm25_available():
         assert pb.bm25_ranking(["cats purr", "dogs bark", "a cat"], "cats")[0] == 0
+
+
+def test_cross_encoder_rows_only_with_a_local_reranker(tmp_path):
+    from evals.public_compression import cross_encoder_scorer
+
+    scorers = ["idf"]
+    assert "none is available offline" in cross_encoder_scorer(None, scorers)
+    assert "is not a directory" in cross_encoder_scorer(tmp_path / "missing", scorers)
+    assert scorers == ["idf"]
+    assert cross_encoder_scorer(tmp_path, scorers) is None
+    assert scorers == ["idf", f"cross-encoder:{tmp_path}"]

@@ -18,6 +18,9 @@ Built in, by name (:func:`get_scorer`):
   fused with BM25 (:func:`ctxkit.compression.relevance.hybrid_relevance`); information as
   ``idf``.
 
+- ``"cross-encoder:<dir>"``: relevance from a local cross-encoder reranker, run on packed rows
+  (:mod:`ctxkit.compression.cross_encoder`); information as ``idf``.
+
 Other scorers plug in with :func:`register_scorer` or the ``ctxkit.scorers`` entry-point group.
 
 Example:
@@ -505,6 +508,16 @@ _REGISTRY: dict[str, Callable[..., Scorer]] = {
 }
 
 
+def _cross_encoder(model: str, **kwargs) -> Scorer:
+    from ctxkit.compression.cross_encoder import CrossEncoderScorer
+
+    return CrossEncoderScorer(model, **kwargs)
+
+
+# "<name>:<argument>" scorers: the argument (a model directory) goes first to the factory
+_PREFIXED: dict[str, Callable[..., Scorer]] = {"cross-encoder": _cross_encoder}
+
+
 def register_scorer(name: str, factory: Callable[..., Scorer]) -> None:
     """Make ``get_scorer(name)`` build scorers with ``factory(**kwargs)``."""
     if not isinstance(name, str) or not name:
@@ -520,8 +533,8 @@ def _entry_points() -> dict[str, Callable[..., Scorer]]:
 
 
 def available_scorers() -> list[str]:
-    """Names :func:`get_scorer` accepts."""
-    return sorted(set(_REGISTRY) | set(_entry_points()))
+    """Names :func:`get_scorer` accepts (``<name>:<dir>`` for the ones that take a model)."""
+    return sorted(set(_REGISTRY) | set(_entry_points()) | {f"{p}:<dir>" for p in _PREFIXED})
 
 
 def get_scorer(scorer: str | Scorer = "idf", **kwargs) -> Scorer:
@@ -539,6 +552,9 @@ def get_scorer(scorer: str | Scorer = "idf", **kwargs) -> Scorer:
         return scorer
     if scorer in _REGISTRY:
         return _REGISTRY[scorer](**kwargs)
+    prefix, sep, argument = scorer.partition(":")
+    if sep and prefix in _PREFIXED:
+        return _PREFIXED[prefix](argument, **kwargs)
     plugins = _entry_points()
     if scorer in plugins:
         return plugins[scorer]()(**kwargs)

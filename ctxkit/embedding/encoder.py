@@ -45,6 +45,7 @@ import torch.nn.functional as F
 
 from ctxkit.embedding.model import (
     Backbone,
+    PackedModel,
     block_attention,
     flash_varlen_fn,
     load_backbone,
@@ -54,7 +55,8 @@ from ctxkit.embedding.ops import RowBatch, additive_mask, build_batch, pool_segm
 from ctxkit.embedding.options import EmbedOptions, deprecated_alias
 from ctxkit.packing.plan import pack_lengths
 
-__all__ = ["EncodeStats", "PackedEncoder", "Tokenized", "choose_rows"]
+__all__ = ["EncodeStats", "PackedEncoder", "PackedPasses", "Tokenized", "choose_rows",
+           "tokenize_texts"]
 
 # Weight of masked-attention FLOPs against linear-layer FLOPs in the row-length cost model:
 # 1.0 counts FLOPs as they are. On chat-length texts it picks rows of 128 (attention 6% of
@@ -104,6 +106,43 @@ class Tokenized:
     lengths: np.ndarray
     empty: int
     truncated: int
+    types: np.ndarray | None = None  # token types aligned with ids (pairs), else None
+
+
+def tokenize_texts(tokenizer: Any, texts: Sequence[str], max_len: int,
+                   second: Sequence[str] | None = None, token_types: bool = False) -> Tokenized:
+    """Token ids as the model's tokenizer makes them, flat: special tokens, and truncation to
+    ``max_len`` with ``"longest_first"`` (what sentence-transformers and ``CrossEncoder`` ask
+    for). ``second`` makes pairs ``(texts[i], second[i])`` encoded as the tokenizer encodes
+    pairs; ``token_types`` keeps their token type ids.
+
+    Example:
+        >>> from ctxkit.io.tokenizers import get_tokenizer
+        >>> tok = get_tokenizer("minilm").backend
+        >>> tk = tokenize_texts(tok, ["a b"], 8, second=["c"], token_types=True)
+        >>> tk.lengths.tolist(), tk.types.tolist()
+        ([6], [0, 0, 0, 0, 1, 1])
+    """
+    args = [list(texts)] + ([list(second)] if second is not None else [])
+    kw = {"truncation": "longest_first", "return_attention_mask": False,
+          "return_token_type_ids": token_types}
+    enc = tokenizer(*args, max_length=max_len, **kw) if texts else {"input_ids": []}
+    ids = enc["input_ids"]
+    lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
+    # An input at exactly max_len may have been cut: one more token of room tells.
+    full = np.flatnonzero(lengths == max_len)
+    truncated = 0
+    if len(full):
+        longer = tokenizer(*([a[i] for i in full] for a in args), max_length=max_len + 1,
+                           **kw)["input_ids"]
+        truncated = sum(len(x) > max_len for x in longer)
+    total = int(lengths.sum())
+    flat = np.fromiter(itertools.chain.from_iterable(ids), np.int64, total)
+    types = np.fromiter(itertools.chain.from_iterable(enc["token_type_ids"]), np.int64, total) \
+        if token_types and texts else None
+    offsets = np.cumsum(lengths) - lengths
+    empty = sum(1 for parts in zip(*args) if not any(t.strip() for t in parts))
+    return Tokenized(flat, offsets, lengths, empty, int(truncated), types)
 
 
 def choose_rows(lengths: np.ndarray, max_len: int, hidden: int, row_length: int | str = "auto",
@@ -143,7 +182,152 @@ def choose_rows(lengths: np.ndarray, max_len: int, hidden: int, row_length: int 
     return best[1] if best else []
 
 
-class PackedEncoder:
+class PackedPasses:
+    """The machinery every packed model shares: options, rows, forwards, the chunk loop.
+
+    A subclass sets ``self.packed`` (a :class:`~ctxkit.embedding.model.PackedModel`) through
+    :meth:`_configure` and supplies what happens to the token states of each batch (pooling
+    and the modules after it for embeddings, a classification head for classifiers).
+    """
+
+    packed: PackedModel
+
+    def _configure(self, packed: PackedModel, opts: EmbedOptions) -> None:
+        self.options = opts
+        self.packed = packed
+        self.device = packed.device
+        self.dtype = packed.dtype
+        on_gpu = self.device.type == "cuda"
+        # CPU: 8192 slots ran slower than 4096 (docs/embedding.md, "Token-sized forwards")
+        self.batch_tokens = opts.batch_tokens or (65536 if on_gpu else 4096)
+        self.row_length = opts.row_length
+        self._flash = flash_varlen_fn() if on_gpu else None
+        attention = opts.attention
+        if attention == "auto":
+            attention = "varlen" if self._flash is not None else "block"
+        if attention == "varlen" and packed.kind != "fused":
+            raise ValueError("attention='varlen' needs a BERT-family model (the fused forward)")
+        self.attention = attention
+        self.overlap = on_gpu if opts.overlap is None else opts.overlap
+        self.last_stats: EncodeStats | None = None
+
+    @property
+    def max_seq_length(self) -> int:
+        return self.packed.max_seq_length
+
+    def _batches(self, tk: Tokenized, batch_tokens: int) -> Iterator[RowBatch]:
+        hidden = self.packed.fused.hidden if self.packed.fused else self.packed.hidden
+        for cap, bins in choose_rows(tk.lengths, self.max_seq_length, hidden, self.row_length):
+            per = max(1, batch_tokens // cap)
+            for s in range(0, len(bins), per):
+                yield build_batch(tk.ids, tk.offsets, tk.lengths, bins[s:s + per], cap,
+                                  self.packed.pad_id, tk.types)
+
+    def _to_device(self, arr: np.ndarray) -> torch.Tensor:
+        t = torch.from_numpy(arr)
+        if self.device.type == "cuda":  # pinned host memory: asynchronous copy to the GPU
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t
+
+    def _forward(self, b: RowBatch) -> torch.Tensor:
+        """Token vectors for every slot of the batch ``[slots, hidden]`` (padding included)."""
+        bb = self.packed
+        ids, pos, seg = (self._to_device(a) for a in (b.input_ids, b.position_ids, b.segment_ids))
+        types = None if b.token_type_ids is None else self._to_device(b.token_type_ids)
+        if bb.kind == "fused" and self.attention == "varlen":
+            keep = seg >= 0  # padding-free: only real tokens reach the encoder
+            cu, mx = varlen_inputs(b.lengths)
+            attend = varlen_attention(cu.to(self.device), mx, self._flash)
+            out = torch.zeros(b.n_slots, bb.fused.hidden, dtype=self.dtype, device=self.device)
+            out[keep] = bb.fused.forward(ids[keep], pos[keep], attend,
+                                         None if types is None else types[keep])
+            return out
+        if bb.kind == "fused":
+            mask = additive_mask(seg, b.rows, b.capacity, self.dtype)
+            attend = block_attention(mask, b.rows, b.capacity)
+            return bb.fused.forward(ids, pos, attend, types)
+        hf = bb.encoder
+        shape = (b.rows, b.capacity)
+        mask = additive_mask(seg, b.rows, b.capacity, next(hf.parameters()).dtype)
+        extra = {}
+        if bb.token_types:  # explicit, never a model's own default buffer
+            extra["token_type_ids"] = (types if types is not None
+                                       else torch.zeros_like(ids)).view(shape)
+        out = hf(input_ids=ids.view(shape), attention_mask=mask,
+                 position_ids=(pos + bb.position_offset).view(shape), **extra)
+        return out.last_hidden_state.reshape(b.n_slots, -1)
+
+    def _run(self, items: list, tokenize: Callable[[list], Tokenized],
+             head: Callable[[RowBatch, torch.Tensor], torch.Tensor], width: int,
+             batch_tokens: int | None, progress: bool | Callable[[int], Any],
+             desc: str) -> np.ndarray:
+        """``head``'s rows ``[len(items), width]`` in input order, ``chunk_size`` items at a
+        time (the next chunk tokenised while this one computes when ``overlap``); the call's
+        figures go to ``self.last_stats``."""
+        batch_tokens = self.batch_tokens if batch_tokens is None else batch_tokens
+        if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or \
+                batch_tokens <= 0:
+            raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
+        chunk = self.options.chunk_size
+        stats = EncodeStats()
+        t0 = time.perf_counter()
+        out = np.empty((len(items), width), dtype=np.float32)
+        bar = None
+        if progress is True:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(items), unit="text", desc=desc)
+        starts = list(range(0, len(items), chunk))
+        pool = concurrent.futures.ThreadPoolExecutor(1) if self.overlap and len(starts) > 1 \
+            else None
+        try:
+            def tokenize_chunk(s: int) -> Tokenized:
+                return tokenize(items[s:s + chunk])
+
+            nxt = pool.submit(tokenize_chunk, starts[0]) if pool and starts else None
+            for n, s in enumerate(starts):
+                if pool:
+                    tk = nxt.result()
+                    if n + 1 < len(starts):
+                        nxt = pool.submit(tokenize_chunk, starts[n + 1])
+                else:
+                    tk = tokenize_chunk(s)
+                part = self._compute(tk, batch_tokens, head, width, stats)
+                out[s:s + len(part)] = part
+                if bar is not None:
+                    bar.update(len(part))
+                elif callable(progress):
+                    progress(s + len(part))
+        finally:
+            if pool:
+                pool.shutdown(wait=True, cancel_futures=True)
+            if bar is not None:
+                bar.close()
+        stats.seconds = time.perf_counter() - t0
+        self.last_stats = stats
+        return out
+
+    def _compute(self, tk: Tokenized, batch_tokens: int,
+                 head: Callable[[RowBatch, torch.Tensor], torch.Tensor], width: int,
+                 stats: EncodeStats, batches: Iterator[RowBatch] | None = None) -> np.ndarray:
+        """``head`` on every batch of tokenised items; ``batches`` overrides the layout (the
+        benchmarks use it to run padded layouts through the same forward)."""
+        n = len(tk.lengths)
+        out = torch.empty((n, width), dtype=torch.float32)
+        with torch.inference_mode():
+            for b in batches if batches is not None else self._batches(tk, batch_tokens):
+                out[torch.from_numpy(b.docs)] = head(b, self._forward(b)).float().cpu()
+                stats.rows += b.rows
+                stats.slots += b.n_tokens if self.attention == "varlen" else b.n_slots
+                stats.forwards += 1
+        stats.texts += n
+        stats.tokens += int(tk.lengths.sum())
+        stats.empty += tk.empty
+        stats.truncated += tk.truncated
+        return out.numpy()
+
+
+class PackedEncoder(PackedPasses):
     """Sentence embeddings with packed rows; same vectors as ``SentenceTransformer.encode``.
 
     ``model``: None (bundled all-MiniLM-L6-v2, offline), a local sentence-transformers
@@ -176,23 +360,8 @@ class PackedEncoder:
             options, model=model, device=device, dtype=dtype, batch_tokens=batch_tokens,
             row_length=row_length, attention=attention, overlap=overlap, chunk_size=chunk_size,
             normalize=normalize)
-        self.options = opts
         self.backbone: Backbone = load_backbone(opts.model, opts.device, opts.dtype)
-        self.device = self.backbone.device
-        self.dtype = self.backbone.dtype
-        on_gpu = self.device.type == "cuda"
-        # CPU: 8192 slots ran slower than 4096 (docs/embedding.md, "Token-sized forwards")
-        self.batch_tokens = opts.batch_tokens or (65536 if on_gpu else 4096)
-        self.row_length = opts.row_length
-        self._flash = flash_varlen_fn() if on_gpu else None
-        attention = opts.attention
-        if attention == "auto":
-            attention = "varlen" if self._flash is not None else "block"
-        if attention == "varlen" and self.backbone.kind != "fused":
-            raise ValueError("attention='varlen' needs a BERT-family model (the fused forward)")
-        self.attention = attention
-        self.overlap = on_gpu if opts.overlap is None else opts.overlap
-        self.last_stats: EncodeStats | None = None
+        self._configure(self.backbone, opts)
 
     @property
     def max_tokens_per_batch(self) -> int:
@@ -200,7 +369,7 @@ class PackedEncoder:
         return self.batch_tokens
 
     @property
-    def max_seq_length(self) -> int:
+    def max_seq_length(self) -> int:  # live: a user may change the model's max_seq_length
         return int(self.backbone.model.max_seq_length)
 
     @property
@@ -212,59 +381,7 @@ class PackedEncoder:
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"text {i} is {type(t).__name__}, not str")
-        max_len = self.max_seq_length
-        tok = self.backbone.tokenizer
-        kw = {"truncation": "longest_first", "return_attention_mask": False,
-              "return_token_type_ids": False}
-        ids = tok(list(texts), max_length=max_len, **kw)["input_ids"] if texts else []
-        lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
-        # A text at exactly max_len may have been cut: one more token of room tells.
-        full = np.flatnonzero(lengths == max_len)
-        truncated = 0
-        if len(full):
-            longer = tok([texts[i] for i in full], max_length=max_len + 1, **kw)["input_ids"]
-            truncated = sum(len(x) > max_len for x in longer)
-        flat = np.fromiter(itertools.chain.from_iterable(ids), np.int64, int(lengths.sum()))
-        offsets = np.cumsum(lengths) - lengths
-        empty = sum(1 for t in texts if not t.strip())
-        return Tokenized(flat, offsets, lengths, empty, int(truncated))
-
-    def _batches(self, tk: Tokenized, batch_tokens: int) -> Iterator[RowBatch]:
-        hidden = self.backbone.fused.hidden if self.backbone.fused else self.dim
-        for cap, bins in choose_rows(tk.lengths, self.max_seq_length, hidden, self.row_length):
-            per = max(1, batch_tokens // cap)
-            for s in range(0, len(bins), per):
-                yield build_batch(tk.ids, tk.offsets, tk.lengths, bins[s:s + per], cap,
-                                  self.backbone.pad_id)
-
-    def _to_device(self, arr: np.ndarray) -> torch.Tensor:
-        t = torch.from_numpy(arr)
-        if self.device.type == "cuda":  # pinned host memory: asynchronous copy to the GPU
-            return t.pin_memory().to(self.device, non_blocking=True)
-        return t
-
-    def _forward(self, b: RowBatch) -> torch.Tensor:
-        """Token vectors for every slot of the batch ``[slots, hidden]`` (padding included)."""
-        bb = self.backbone
-        ids, pos, seg = (self._to_device(a) for a in (b.input_ids, b.position_ids, b.segment_ids))
-        if bb.kind == "fused" and self.attention == "varlen":
-            keep = seg >= 0  # padding-free: only real tokens reach the encoder
-            cu, mx = varlen_inputs(b.lengths)
-            attend = varlen_attention(cu.to(self.device), mx, self._flash)
-            out = torch.zeros(b.n_slots, bb.fused.hidden, dtype=self.dtype, device=self.device)
-            out[keep] = bb.fused.forward(ids[keep], pos[keep], attend)
-            return out
-        if bb.kind == "fused":
-            mask = additive_mask(seg, b.rows, b.capacity, self.dtype)
-            attend = block_attention(mask, b.rows, b.capacity)
-            return bb.fused.forward(ids, pos, attend)
-        hf = bb.model[0].auto_model
-        shape = (b.rows, b.capacity)
-        mask = additive_mask(seg, b.rows, b.capacity, next(hf.parameters()).dtype)
-        out = hf(input_ids=ids.view(shape), attention_mask=mask,
-                 position_ids=(pos + bb.position_offset).view(shape),
-                 token_type_ids=torch.zeros_like(ids).view(shape))
-        return out.last_hidden_state.reshape(b.n_slots, -1)
+        return tokenize_texts(self.backbone.tokenizer, texts, self.max_seq_length)
 
     def _pool(self, b: RowBatch, hidden: torch.Tensor, normalize: bool | None) -> torch.Tensor:
         bb = self.backbone
@@ -299,68 +416,16 @@ class PackedEncoder:
         """
         if isinstance(texts, str):
             raise TypeError("encode() takes a sequence of texts, not one str; wrap it in a list")
-        texts = list(texts)
-        batch_tokens = self.batch_tokens if batch_tokens is None else batch_tokens
-        if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or \
-                batch_tokens <= 0:
-            raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
         if normalize is None:
             normalize = self.options.normalize
-        chunk = self.options.chunk_size
-        stats = EncodeStats()
-        t0 = time.perf_counter()
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        bar = None
-        if progress is True:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(texts), unit="text", desc="embed")
-        starts = list(range(0, len(texts), chunk))
-        pool = concurrent.futures.ThreadPoolExecutor(1) if self.overlap and len(starts) > 1 \
-            else None
-        try:
-            def tokenize_chunk(s: int) -> Tokenized:
-                return self.tokenize(texts[s:s + chunk])
-
-            nxt = pool.submit(tokenize_chunk, starts[0]) if pool and starts else None
-            for n, s in enumerate(starts):
-                if pool:
-                    tk = nxt.result()
-                    if n + 1 < len(starts):
-                        nxt = pool.submit(tokenize_chunk, starts[n + 1])
-                else:
-                    tk = tokenize_chunk(s)
-                part = self._encode_tokenized(tk, batch_tokens, normalize, stats)
-                out[s:s + len(part)] = part
-                if bar is not None:
-                    bar.update(len(part))
-                elif callable(progress):
-                    progress(s + len(part))
-        finally:
-            if pool:
-                pool.shutdown(wait=True, cancel_futures=True)
-            if bar is not None:
-                bar.close()
-        stats.seconds = time.perf_counter() - t0
-        self.last_stats = stats
-        return out
+        return self._run(list(texts), self.tokenize,
+                         lambda b, hidden: self._pool(b, hidden, normalize), self.dim,
+                         batch_tokens, progress, "embed")
 
     def _encode_tokenized(self, tk: Tokenized, batch_tokens: int, normalize: bool | None,
                           stats: EncodeStats,
                           batches: Iterator[RowBatch] | None = None) -> np.ndarray:
         """Embed tokenised texts; ``batches`` overrides the layout (the benchmark uses it to
         run padded layouts through the same forward)."""
-        n = len(tk.lengths)
-        out = torch.empty((n, self.dim), dtype=torch.float32)
-        with torch.inference_mode():
-            for b in batches if batches is not None else self._batches(tk, batch_tokens):
-                emb = self._pool(b, self._forward(b), normalize)
-                out[torch.from_numpy(b.docs)] = emb.float().cpu()
-                stats.rows += b.rows
-                stats.slots += b.n_tokens if self.attention == "varlen" else b.n_slots
-                stats.forwards += 1
-        stats.texts += n
-        stats.tokens += int(tk.lengths.sum())
-        stats.empty += tk.empty
-        stats.truncated += tk.truncated
-        return out.numpy()
+        return self._compute(tk, batch_tokens, lambda b, h: self._pool(b, h, normalize),
+                             self.dim, stats, batches)

@@ -15,6 +15,10 @@ Two forwards honour document boundaries inside packed rows:
 - ``"hf"`` (any other absolute-position encoder transformers runs): the model's own forward
   with a 4D additive mask and restarting ``position_ids``.
 
+:func:`packed_encoder` does the part that is not about sentence-transformers (which encoders
+pack, which forward, position offset, token types), so the classification heads of
+:mod:`ctxkit.embedding.classifier` run on the same forwards.
+
 Example:
     >>> bb = load_backbone(None, "cpu", "auto")
     >>> bb.max_seq_length, bb.pooling, bb.dim
@@ -35,10 +39,12 @@ import torch.nn.functional as F
 
 from ctxkit.embedding.ops import POOLING_MODES, varlen_attention_reference
 
-__all__ = ["Backbone", "flash_varlen_fn", "load_backbone", "resolve_device", "resolve_dtype"]
+__all__ = ["Backbone", "PackedModel", "flash_varlen_fn", "load_backbone", "packed_encoder",
+           "resolve_device", "resolve_dtype"]
 
 # model_type -> offset added to restarting position ids (RoBERTa counts from padding_idx + 1)
-_HF_PACKABLE = {"bert": 0, "roberta": None, "xlm-roberta": None, "camembert": None, "electra": 0}
+_HF_PACKABLE = {"bert": 0, "roberta": None, "xlm-roberta": None, "camembert": None, "electra": 0,
+                "distilbert": 0}
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -91,7 +97,7 @@ class FusedBert:
 
     word: torch.Tensor
     position: torch.Tensor
-    token_type0: torch.Tensor
+    token_type: torch.Tensor  # [type_vocab_size, hidden]
     emb_ln: tuple[torch.Tensor, torch.Tensor]
     layers: list[tuple[torch.Tensor, ...]]
     heads: int
@@ -126,7 +132,7 @@ class FusedBert:
         return cls(
             word=sd["embeddings.word_embeddings.weight"],
             position=sd["embeddings.position_embeddings.weight"],
-            token_type0=sd["embeddings.token_type_embeddings.weight"][0],
+            token_type=sd["embeddings.token_type_embeddings.weight"],
             emb_ln=(sd["embeddings.LayerNorm.weight"], sd["embeddings.LayerNorm.bias"]),
             layers=layers, heads=cfg.num_attention_heads, eps=cfg.layer_norm_eps,
             act=ACT2FN[cfg.hidden_act],
@@ -137,15 +143,19 @@ class FusedBert:
         return self.word.shape[1]
 
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
-                attend: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+                attend: Callable[[torch.Tensor], torch.Tensor],
+                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Token vectors ``[T, hidden]`` for flat ``input_ids``/``position_ids`` ``[T]``.
 
         ``attend`` maps the fused projections ``[T, 3, heads, head_dim]`` to the attention
         output ``[T, hidden]``; it alone decides which tokens see each other.
+        ``token_type_ids`` (``[T]``, e.g. the two sides of a cross-encoder pair): None is type 0.
         """
         h, eps = self.hidden, self.eps
         x = F.embedding(input_ids, self.word) + F.embedding(position_ids, self.position)
-        x = F.layer_norm(x + self.token_type0, (h,), *self.emb_ln, eps)
+        types = self.token_type[0] if token_type_ids is None else \
+            F.embedding(token_type_ids, self.token_type)
+        x = F.layer_norm(x + types, (h,), *self.emb_ln, eps)
         shape = (x.shape[0], 3, self.heads, h // self.heads)
         for wqkv, bqkv, wo, bo, l1w, l1b, wi, bi, w2, b2, l2w, l2b in self.layers:
             a = attend(torch.addmm(bqkv, x, wqkv).view(shape))
@@ -186,23 +196,63 @@ def varlen_attention(cu_seqlens: torch.Tensor, max_seqlen: int, fn: Callable | N
 
 
 @dataclass
-class Backbone:
-    """Everything a packed pass needs from one sentence-transformers model."""
+class PackedModel:
+    """A transformers encoder made ready for packed forwards (any head on top)."""
 
-    model: Any = field(repr=False)  # the SentenceTransformer
+    encoder: Any = field(repr=False)  # the transformers base model (BertModel, RobertaModel...)
     tokenizer: Any = field(repr=False)
     max_seq_length: int
-    pooling: tuple[str, ...]
-    post_modules: list[Any] = field(repr=False)  # modules after Pooling, in order
-    normalizes: bool  # a Normalize module follows pooling
     device: torch.device
     dtype: torch.dtype
     kind: str  # "fused" or "hf"
     fused: FusedBert | None = field(default=None, repr=False)
     position_offset: int = 0
     pad_id: int = 0
-    dim: int = 0
+    token_types: bool = True  # the encoder takes token_type_ids (DistilBERT does not)
     name: str = ""
+
+    @property
+    def hidden(self) -> int:
+        return int(self.encoder.config.hidden_size)
+
+
+@dataclass
+class Backbone(PackedModel):
+    """Everything a packed pass needs from one sentence-transformers model."""
+
+    model: Any = field(default=None, repr=False)  # the SentenceTransformer
+    pooling: tuple[str, ...] = ("mean",)
+    post_modules: list[Any] = field(default_factory=list, repr=False)  # after Pooling, in order
+    normalizes: bool = False  # a Normalize module follows pooling
+    dim: int = 0
+
+
+def packed_encoder(hf: Any, device: torch.device, dtype: torch.dtype, name: str
+                   ) -> dict[str, Any]:
+    """The :class:`PackedModel` fields for a transformers encoder ``hf`` (moved to ``device``;
+    BERT fused, others cast to ``dtype``); a ``ValueError`` for encoders that cannot pack."""
+    cfg = hf.config
+    mtype = getattr(cfg, "model_type", "")
+    absolute = getattr(cfg, "position_embedding_type", "absolute") == "absolute"
+    if mtype not in _HF_PACKABLE or not absolute:
+        raise ValueError(
+            f"packed passes need an encoder with absolute learned positions "
+            f"({', '.join(sorted(_HF_PACKABLE))}); {name} is {mtype!r}"
+        )
+    offset = _HF_PACKABLE[mtype]
+    if offset is None:
+        offset = int(cfg.pad_token_id) + 1
+    hf.to(device)
+    hf.eval()
+    fused = None
+    if mtype == "bert" and type(hf).__name__ == "BertModel" and not cfg.is_decoder:
+        fused = FusedBert.from_model(hf, device, dtype)
+    else:
+        hf.to(dtype)
+    return {"encoder": hf, "device": device, "dtype": dtype,
+            "kind": "fused" if fused is not None else "hf", "fused": fused,
+            "position_offset": offset, "token_types": getattr(cfg, "type_vocab_size", 0) > 0,
+            "name": name}
 
 
 def _embedding_dim(st: Any) -> int:
@@ -237,34 +287,15 @@ def backbone_from_st(st: Any, device: torch.device, dtype: torch.dtype, name: st
         raise ValueError(
             f"packed passes need a Transformer followed by Pooling, got modules {kinds}"
         )
-    hf = mods[0].auto_model
-    cfg = hf.config
-    mtype = getattr(cfg, "model_type", "")
-    absolute = getattr(cfg, "position_embedding_type", "absolute") == "absolute"
-    if mtype not in _HF_PACKABLE or not absolute:
-        raise ValueError(
-            f"packed passes need an encoder with absolute learned positions "
-            f"({', '.join(sorted(_HF_PACKABLE))}); {name} is {mtype!r}"
-        )
-    offset = _HF_PACKABLE[mtype]
-    if offset is None:
-        offset = int(cfg.pad_token_id) + 1
     st.to(device)
     st.eval()
-    fused = None
-    if mtype == "bert" and type(hf).__name__ == "BertModel" and not cfg.is_decoder:
-        fused = FusedBert.from_model(hf, device, dtype)
-    else:
-        hf.to(dtype)
+    parts = packed_encoder(mods[0].auto_model, device, dtype, name)
     tok = st.tokenizer
     return Backbone(
         model=st, tokenizer=tok, max_seq_length=int(st.max_seq_length),
         pooling=_pooling_modes(mods[1]), post_modules=mods[2:],
         normalizes=any(type(m).__name__ == "Normalize" for m in mods[2:]),
-        device=device, dtype=dtype, kind="fused" if fused is not None else "hf",
-        fused=fused, position_offset=offset,
-        pad_id=int(tok.pad_token_id or 0), dim=_embedding_dim(st),
-        name=name,
+        pad_id=int(tok.pad_token_id or 0), dim=_embedding_dim(st), **parts,
     )
 
 

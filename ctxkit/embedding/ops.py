@@ -54,6 +54,7 @@ class RowBatch:
     starts: np.ndarray  # [k] flat slot of each document's first token
     rows: int
     capacity: int
+    token_type_ids: np.ndarray | None = None  # [rows * capacity] int64 (pairs), 0 on padding
 
     @property
     def n_tokens(self) -> int:
@@ -71,11 +72,13 @@ def build_batch(
     bins: Sequence[np.ndarray],
     capacity: int,
     pad_id: int = 0,
+    flat_types: np.ndarray | None = None,
 ) -> RowBatch:
     """Lay the documents of ``bins`` (one index array per row) into rows of ``capacity``.
 
-    ``flat_ids[offsets[i]:offsets[i] + lengths[i]]`` are the token ids of document ``i``.
-    Vectorised: no Python loop over tokens or documents.
+    ``flat_ids[offsets[i]:offsets[i] + lengths[i]]`` are the token ids of document ``i``;
+    ``flat_types``, aligned with ``flat_ids``, their token types (the two texts of a pair),
+    laid out the same way. Vectorised: no Python loop over tokens or documents.
     """
     sizes = np.fromiter((len(b) for b in bins), np.int64, len(bins))
     docs = np.concatenate(bins).astype(np.int64) if len(bins) else np.zeros(0, np.int64)
@@ -105,7 +108,12 @@ def build_batch(
     input_ids[dest] = flat_ids[src]
     position_ids[dest] = pos
     segment_ids[dest] = doc_of_tok
-    return RowBatch(input_ids, position_ids, segment_ids, docs, lens, starts, rows, capacity)
+    types = None
+    if flat_types is not None:
+        types = np.zeros(n, np.int64)
+        types[dest] = flat_types[src]
+    return RowBatch(input_ids, position_ids, segment_ids, docs, lens, starts, rows, capacity,
+                    types)
 
 
 def block_mask(segment_ids: torch.Tensor, rows: int, capacity: int) -> torch.Tensor:

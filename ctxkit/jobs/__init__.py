@@ -38,6 +38,7 @@ Example:
 """
 
 from ctxkit.jobs.chat import ChatReport, run_chat
+from ctxkit.jobs.classify import ClassifyReport, run_classify
 from ctxkit.jobs.common import JobReport, Progress, Source, Target, no_progress
 from ctxkit.jobs.compress import CompressReport, run_compress
 from ctxkit.jobs.dedup import DedupReport, parse_threshold, run_dedup
@@ -48,6 +49,7 @@ from ctxkit.jobs.pack import PackReport, run_pack
 
 __all__ = [
     "ChatReport",
+    "ClassifyReport",
     "CompressReport",
     "DedupReport",
     "DensityJobReport",
@@ -61,6 +63,7 @@ __all__ = [
     "no_progress",
     "parse_threshold",
     "run_chat",
+    "run_classify",
     "run_compress",
     "run_dedup",
     "run_density",

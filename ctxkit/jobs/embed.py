@@ -22,7 +22,28 @@ from ctxkit.jobs.common import (
     require_records,
 )
 
-__all__ = ["EmbedReport", "run_embed"]
+__all__ = ["EmbedReport", "embed_options", "run_embed"]
+
+
+def embed_options(**options: Any) -> Any:
+    """The :class:`~ctxkit.embedding.options.EmbedOptions` of a command, checked before any
+    model loads: a bad option or a device this machine lacks is an error naming the flag."""
+    from ctxkit.embedding.model import resolve_device, resolve_dtype
+    from ctxkit.embedding.options import EmbedOptions
+    from ctxkit.options import cli_option_error
+
+    try:
+        opts = EmbedOptions(**options)
+    except OptionError as exc:
+        raise cli_option_error(exc) from None
+    try:  # cheap checks first: a machine without the device fails before anything loads
+        option = "--device"
+        dev = resolve_device(opts.device)
+        option = "--dtype"
+        resolve_dtype(opts.dtype, dev)
+    except ValueError as exc:
+        raise OptionError(option, str(exc)) from None
+    return opts
 
 
 @dataclass
@@ -78,23 +99,8 @@ def run_embed(
     from ctxkit.io.outputs import write_json, write_npy, write_parquet
 
     suffix = check_suffix(target.output, (".npy", ".parquet"))
-    from ctxkit.embedding.model import resolve_device, resolve_dtype
-    from ctxkit.embedding.options import EmbedOptions
-    from ctxkit.options import cli_option_error
-
-    try:
-        opts = EmbedOptions(model=model, device=device, dtype=dtype, batch_tokens=batch_tokens,
-                            chunk_size=chunk_size, normalize=normalize)
-    except OptionError as exc:
-        raise cli_option_error(exc) from None
-
-    try:  # cheap checks first: a machine without the device fails before anything loads
-        option = "--device"
-        dev = resolve_device(device)
-        option = "--dtype"
-        resolve_dtype(dtype, dev)
-    except ValueError as exc:
-        raise OptionError(option, str(exc)) from None
+    opts = embed_options(model=model, device=device, dtype=dtype, batch_tokens=batch_tokens,
+                         chunk_size=chunk_size, normalize=normalize)
     source.check()
     target.check((source.path,))
     report = EmbedReport(command="embed", input=str(source.path), output=str(target.output),
