@@ -505,3 +505,13 @@ def test_error_lines_do_not_wrap_when_stderr_is_not_a_terminal(tmp_path):
 def test_huge_num_perm_is_an_option_error_not_out_of_memory(tmp_path, capsys, src):
     fails(capsys, "dedup", src, "-o", tmp_path / "o.jsonl", "--num-perm", "100000000000",
           match=r"num_perm must be at most 8192")
+
+
+def test_compress_query_field_not_text_names_the_record(tmp_path, capsys):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": "a", "text": "one two three four five six", "q": "three"}\n'
+                   '{"id": "b", "text": "seven eight nine ten eleven", "q": 7}\n')
+    out = tmp_path / "o.jsonl"
+    fails(capsys, "compress", src, "--budget", "3", "--scorer", "idf", "--query-field", "q",
+          "-o", out, match=r"in\.jsonl:2 \(id 1\): query field 'q' is int, not text")
+    assert not out.exists()

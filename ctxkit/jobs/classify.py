@@ -18,7 +18,8 @@ from ctxkit.jobs.common import (
     Source,
     Target,
     no_progress,
-    require_records,
+    nonempty_records,
+    record_query,
 )
 from ctxkit.jobs.embed import embed_options
 
@@ -94,10 +95,7 @@ def run_classify(
     pairs = query is not None or query_field is not None
     report = ClassifyReport(command="classify", input=str(source.path),
                             output=str(target.output), title="ctxkit classify", pairs=pairs)
-    records = source.records(report.read)
-    first = list(itertools.islice(records, 1))  # a bad or missing first record fails early
-    require_records(len(first), source, report.read)
-    records = itertools.chain(first, records)
+    records = nonempty_records(source, report.read)
 
     from ctxkit.embedding.encoder import EncodeStats
 
@@ -114,12 +112,7 @@ def run_classify(
     def item(rec: Any) -> Any:
         if not pairs:
             return rec.text
-        q = query if query_field is None else rec.raw.get(query_field)
-        if not isinstance(q, str):
-            what = "missing" if q is None else f"{type(q).__name__}, not text"
-            raise InputError(f"query field {query_field!r} is {what}", location=rec.location,
-                             record_id=rec.id)
-        return (q, rec.text)
+        return (record_query(rec, query, query_field, required=True), rec.text)
 
     def rows() -> Iterator[dict[str, Any]]:
         with progress("classifying") as advance:

@@ -8,6 +8,7 @@ committed together, only when the job succeeded) and returns a :class:`JobReport
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -178,6 +179,33 @@ def require_records(n: int, source: Source, read: ReadReport) -> None:
     if n == 0:
         skipped = f" ({read.n_skipped} skipped as bad)" if read.n_skipped else ""
         raise InputError(f"no records in {source.path}{skipped}; nothing to do")
+
+
+def nonempty_records(source: Source, read: ReadReport) -> Iterator[Record]:
+    """``source.records(read)``, with the first record read now: a bad or missing first
+    record, or no record at all, fails before the caller loads a model (the empty-input
+    policy of :func:`require_records`)."""
+    records = source.records(read)
+    first = list(itertools.islice(records, 1))
+    require_records(len(first), source, read)
+    return itertools.chain(first, records)
+
+
+def record_query(rec: Record, query: str | None, query_field: str | None,
+                 required: bool = False) -> str | None:
+    """The query for ``rec``: its ``query_field`` when given, else ``query``. A field that is
+    not text is an error naming the record; a missing one is an error when ``required``
+    (pairs need a query) and no query otherwise."""
+    if query_field is None:
+        return query
+    q = rec.raw.get(query_field)
+    if q is None and not required:
+        return None
+    if not isinstance(q, str):
+        what = "missing" if q is None else f"{type(q).__name__}, not text"
+        raise InputError(f"query field {query_field!r} is {what}", location=rec.location,
+                         record_id=rec.id)
+    return q
 
 
 def read_text_file(path: Path) -> str:

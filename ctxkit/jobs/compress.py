@@ -17,6 +17,7 @@ from ctxkit.jobs.common import (
     Target,
     no_progress,
     read_text_file,
+    record_query,
     require_records,
 )
 from ctxkit.jobs.kv import check_kv, kv_note, kv_rows
@@ -168,12 +169,7 @@ def run_compress(
             def rows() -> Iterator[dict[str, Any]]:
                 with progress("compressing") as advance:
                     for rec in source.records(report.read):
-                        q = query
-                        if query_field is not None:
-                            q = rec.raw.get(query_field)
-                            if q is not None and not isinstance(q, str):
-                                raise InputError(f"query field {query_field!r} is not text",
-                                                 location=rec.location, record_id=rec.id)
+                        q = record_query(rec, query, query_field)
                         res = run(rec.text, q, f"{source.path}: record {rec.id}")
                         report.ledger.append({
                             "id": rec.id, "original_tokens": res.original_tokens,

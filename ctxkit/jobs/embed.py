@@ -19,7 +19,7 @@ from ctxkit.jobs.common import (
     Target,
     check_suffix,
     no_progress,
-    require_records,
+    nonempty_records,
 )
 
 __all__ = ["EmbedReport", "embed_options", "run_embed"]
@@ -105,10 +105,7 @@ def run_embed(
     target.check((source.path,))
     report = EmbedReport(command="embed", input=str(source.path), output=str(target.output),
                          title="ctxkit embed")
-    records = source.records(report.read)
-    first = list(itertools.islice(records, 1))  # a bad or missing first record fails early
-    require_records(len(first), source, report.read)
-    records = itertools.chain(first, records)
+    records = nonempty_records(source, report.read)
 
     from ctxkit.embedding.encoder import EncodeStats, PackedEncoder
 
