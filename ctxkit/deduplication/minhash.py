@@ -351,7 +351,7 @@ def choose_bands(
     return best
 
 
-def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
+def band_keys(sig: np.ndarray, bands: int, rows: int, block: int = 4096) -> np.ndarray:
     """One 64-bit key per (text, band): a hash of the band's ``rows`` signature entries.
 
     Two texts share a bucket in band ``k`` when ``keys[i, k] == keys[j, k]`` (a false match
@@ -362,13 +362,44 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
         raise ValueError(f"bands * rows = {bands * rows} exceeds num_perm = {sig.shape[1]}")
     if bands < 1 or rows < 1:
         raise ValueError("bands and rows must be positive")
-    cube = sig[:, : bands * rows].reshape(len(sig), bands, rows).astype(np.uint64)
-    key = np.zeros((len(sig), bands), dtype=np.uint64)
+    out = np.empty((len(sig), bands), dtype=np.uint64)
+    # blocks of rows keep every temporary cache-sized and reused: whole-corpus temporaries
+    # cost a fresh, page-faulted allocation each, which made this step grow with the corpus
     with np.errstate(over="ignore"):
-        for r in range(rows):
-            key *= _BAND_P
-            key += cube[:, :, r]
-    return fmix64(key)
+        for s in range(0, len(sig), block):
+            key = sig[s : s + block, 0 : bands * rows : rows].astype(np.uint64)
+            for r in range(1, rows):
+                key *= _BAND_P
+                key += sig[s : s + block, r : bands * rows : rows]
+            out[s : s + block] = fmix64(key)
+    return out
+
+
+def _shared_buckets(col: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The buckets of ``col`` (uint64 band keys) holding two or more rows: positions into
+    ``col`` grouped by key (``order``), and each bucket's ``(start, size)`` in ``order``.
+
+    Linear where a sort is not: the keys are uniform hashes, so a counting pass over a table
+    of about ``4 n`` slots (their top bits) clears most rows as alone in their slot, and only
+    the rest (true buckets and about a fifth of the rows by chance) is sorted.
+
+    Example:
+        >>> order, starts, sizes = _shared_buckets(np.array([7, 3, 7, 9, 7], dtype=np.uint64) << 60)
+        >>> order[starts[0] : starts[0] + sizes[0]].tolist(), sizes.tolist()
+        ([0, 2, 4], [3])
+    """
+    bits = max(8, (len(col) - 1).bit_length() + 2)
+    slot = (col >> np.uint64(64 - bits)).astype(np.intp)
+    crowded = np.flatnonzero(np.bincount(slot, minlength=1 << bits)[slot] > 1)
+    # the order inside a bucket is irrelevant: pairs and hubs depend on ids only
+    order = crowded[np.argsort(col[crowded])]
+    sorted_keys = col[order]
+    boundary = np.ones(len(order) + 1, dtype=bool)
+    boundary[1:-1] = sorted_keys[1:] != sorted_keys[:-1]
+    starts = np.flatnonzero(boundary[:-1])
+    sizes = np.diff(np.flatnonzero(boundary))
+    multi = sizes > 1
+    return order, starts[multi], sizes[multi]
 
 
 def _bucket_members(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -460,22 +491,16 @@ def candidate_pairs(
             raise ValueError("ids must name every row of keys")
     if n and (ids.min() < 0 or ids.max() >= 1 << 32):
         raise ValueError("candidate_pairs handles row ids in [0, 2**32)")
-    if skip is not None:
-        ids = ids[~np.asarray(skip, dtype=bool)]
-        keys = keys[~np.asarray(skip, dtype=bool)]
-    by_band = np.ascontiguousarray(keys.T) if keys.ndim == 2 else keys[:0]
+    live = None if skip is None else ~np.asarray(skip, dtype=bool)
+    if live is not None:
+        ids = ids[live]
     codes = []
-    for band, col in enumerate(by_band, start=first_band):
-        order = np.argsort(col)  # bucket order is irrelevant: pairs and hubs depend on ids only
-        sorted_keys = col[order]
-        boundary = np.ones(len(col) + 1, dtype=bool)
-        boundary[1:-1] = sorted_keys[1:] != sorted_keys[:-1]
-        starts = np.flatnonzero(boundary[:-1])
-        sizes = np.diff(np.flatnonzero(boundary))
-        multi = sizes > 1
-        if not multi.any():
-            continue
-        codes.append(_group_codes(ids[order], starts[multi], sizes[multi], max_bucket, band))
+    # one band at a time: a column (copied contiguous) is the only temporary the size of n
+    for band in range(keys.shape[1] if keys.ndim == 2 else 0):
+        col = keys[:, band] if live is None else keys[live, band]
+        order, starts, sizes = _shared_buckets(np.ascontiguousarray(col, dtype=np.uint64))
+        if len(starts):
+            codes.append(_group_codes(ids[order], starts, sizes, max_bucket, band + first_band))
     if not codes:
         return np.empty((0, 2), dtype=np.int64)
     code = _unique(np.concatenate(codes))
@@ -525,7 +550,8 @@ def match_upper_bounds(sig: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 12)
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     width = -(-sig.shape[1] // 8) * 8  # whole 64-bit words; padding bytes are equal zeros
     low = np.zeros((len(sig), width), dtype=np.uint8)
-    low[:, : sig.shape[1]] = sig & 0xFF
+    # a casting copy keeps the low bytes without a temporary the size of ``sig``
+    np.copyto(low[:, : sig.shape[1]], sig, casting="unsafe")
     out = np.empty(len(pairs), dtype=np.int64)
     with np.errstate(over="ignore"):
         for s in range(0, len(pairs), chunk):
@@ -593,7 +619,7 @@ def shingle_sets(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, n
 
 
 def pair_jaccard(
-    keys: np.ndarray, set_offsets: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 22
+    keys: np.ndarray, set_offsets: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 18
 ) -> np.ndarray:
     """Exact Jaccard of each pair's shingle sets (from :func:`shingle_sets`), vectorized.
 
@@ -618,7 +644,7 @@ def _jaccard(inter: np.ndarray, size_sum: np.ndarray) -> np.ndarray:
 
 
 def _intersections(
-    keys: np.ndarray, set_offsets: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 22
+    keys: np.ndarray, set_offsets: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 18
 ) -> np.ndarray:
     """``|A & B|`` for each pair of :func:`shingle_sets` sets: the smaller set of each pair is
     looked up in the larger one, in chunks of about ``chunk`` lookups."""
@@ -649,8 +675,15 @@ def _intersections(
             np.arange(c.sum()) - np.repeat(np.cumsum(c) - c, c)
         )
         query = (large[pid].astype(np.uint64) << np.uint64(32)) | (keys[pos] & low32)
-        found = np.searchsorted(keys, query)
-        hit = keys[np.minimum(found, len(keys) - 1)] == query
+        # the larger sets of these pairs are one stretch of ``keys`` (pairs come in order of
+        # their larger set): searching that stretch alone keeps the search in cache however
+        # large the corpus grows
+        hay = keys[set_offsets[large[lo]] : set_offsets[large[hi - 1] + 1]]
+        if len(hay) == 0:
+            lo = hi
+            continue
+        found = np.searchsorted(hay, query)
+        hit = hay[np.minimum(found, len(hay) - 1)] == query
         inter[by_large[lo:hi]] = np.bincount(pid[hit] - lo, minlength=hi - lo)
         lo = hi
     return inter
@@ -703,20 +736,15 @@ class _ExactJaccard:
         """``options`` are :func:`hash_values`' shingling options; ``hashed`` holds that
         function's output for all of ``texts`` when the caller already has it."""
         self.ids = _unique(np.asarray(ids, dtype=np.int64))
-        if hashed is None:
-            values, offsets = hash_values([texts[int(i)] for i in self.ids], **options)
-        else:
-            values, offsets = hashed.select(self.ids)
-        if values.dtype == np.uint64:  # sets are compared on 32-bit values, as shingle_sets does
-            values = (values >> np.uint64(32)).astype(np.uint32)
         n = len(self.ids)
+        if hashed is None:
+            hashed = _Rehashed(texts, options)
+        members = self.ids
         words = min(64, self.bitmap_bytes // (8 * max(n, 1)))
         # the frequent shingles of a spread-out sample of texts stand for the whole: a
         # template's shingles are in every sample, and any choice keeps the result exact
         sample = np.unique(np.linspace(0, n - 1, min(n, 1024)).astype(np.int64))
-        picked = values[np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in sample])
-                        ] if n else values
-        frequent = _frequent_values(picked, words * 64)
+        frequent = _frequent_values(_fold32(hashed.select(members[sample])[0]), words * 64)
         self.bits = np.zeros((n, max(words, 1)), dtype=np.uint64)
         table = None
         if len(frequent):
@@ -726,15 +754,16 @@ class _ExactJaccard:
             table = np.full(1 << 17, -1, dtype=np.int32)
             home = (frequent >> np.uint32(15)).astype(np.int64)
             table[home[::-1]] = np.arange(len(frequent), dtype=np.int32)[::-1]  # most frequent wins
-        # blocks of texts keep every temporary cache-sized, and each block's rare keys sort on
-        # their own: blocks come in text order, so their sorted runs concatenate into one
-        # sorted array and the work stays linear in the number of texts
-        step = 2048
-        rare_parts = []
-        for d0 in range(0, n, step):
-            d1 = min(d0 + step, n)
-            v = values[offsets[d0] : offsets[d1]]
-            doc = np.repeat(np.arange(d0, d1, dtype=np.uint64), np.diff(offsets[d0 : d1 + 1]))
+        # Blocks of texts, read straight from the kept batches, keep every temporary
+        # cache-sized, and each block's rare keys sort on their own: blocks come in text
+        # order, so their sorted runs laid end to end are one sorted array. Each block is
+        # read from memory once, so the work per text does not grow with the corpus.
+        rare = np.empty(hashed.total(members), dtype=np.uint64)
+        filled = 0
+        for d0, values, offsets in hashed.blocks(members, 2048):
+            d1 = d0 + len(offsets) - 1
+            v = _fold32(values)
+            doc = np.repeat(np.arange(d0, d1, dtype=np.uint64), np.diff(offsets))
             if table is not None:
                 slot = table[v >> np.uint32(15)]
                 common = (slot >= 0) & (frequent[np.maximum(slot, 0)] == v)
@@ -744,8 +773,10 @@ class _ExactJaccard:
                 block[(doc[common] - np.uint64(d0)).astype(np.intp), slot[common]] = True
                 self.bits[d0:d1] = np.packbits(block, axis=1, bitorder="little").view(np.uint64)
                 doc, v = doc[~common], v[~common]
-            rare_parts.append(_unique((doc << np.uint64(32)) | v.astype(np.uint64)))
-        rare = np.concatenate(rare_parts) if rare_parts else np.empty(0, np.uint64)
+            part = _unique((doc << np.uint64(32)) | v.astype(np.uint64))
+            rare[filled : filled + len(part)] = part
+            filled += len(part)
+        rare = rare[:filled]
         rare_offsets = np.searchsorted(rare, np.arange(n + 1, dtype=np.uint64) << np.uint64(32))
         self.rare = (rare, rare_offsets.astype(np.int64))
         self.sizes = np.bitwise_count(self.bits).sum(axis=1, dtype=np.int64) + np.diff(
@@ -754,10 +785,13 @@ class _ExactJaccard:
     def __call__(self, pairs: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
         pairs = np.searchsorted(self.ids, np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
         inter = _intersections(*self.rare, pairs)
+        # bitmap rows are read in order of one member, so half the reads walk the bitmaps
+        # front to back instead of jumping across all of them
+        order = np.argsort(np.maximum(pairs[:, 0], pairs[:, 1]))
         for s in range(0, len(pairs), chunk):
-            p = pairs[s : s + chunk]
+            p = pairs[order[s : s + chunk]]
             both = np.take(self.bits, p[:, 0], axis=0) & np.take(self.bits, p[:, 1], axis=0)
-            inter[s : s + chunk] += np.bitwise_count(both).sum(axis=1, dtype=np.int64)
+            inter[order[s : s + chunk]] += np.bitwise_count(both).sum(axis=1, dtype=np.int64)
         return _jaccard(inter, self.sizes[pairs[:, 0]] + self.sizes[pairs[:, 1]])
 
 
@@ -790,19 +824,59 @@ class _HashedBatches:
     batches: list[tuple[np.ndarray, np.ndarray]]
     batch_size: int
 
+    def _local(self, ids: np.ndarray):
+        """Per batch holding some of ``ids`` (ascending): its arrays and their local ids."""
+        cuts = np.searchsorted(ids, np.arange(len(self.batches) + 1) * self.batch_size)
+        for b, (values, offsets) in enumerate(self.batches):
+            if cuts[b + 1] > cuts[b]:
+                yield values, offsets, ids[cuts[b] : cuts[b + 1]] - b * self.batch_size
+
+    def total(self, ids: np.ndarray) -> int:
+        """How many values the runs of ``ids`` (ascending) hold together."""
+        return int(sum(np.diff(off)[local].sum() for _, off, local in self._local(ids)))
+
+    def blocks(self, ids: np.ndarray, size: int):
+        """The runs of ``ids`` (ascending), ``size`` texts at a time at most, as
+        ``(position of the block's first id in ids, values, offsets)``: each block is copied
+        out of its batch while it is small, never gathered into one corpus-sized array."""
+        done = 0
+        for values, offsets, local in self._local(ids):
+            for s in range(0, len(local), size):
+                v, off = _select_runs(values, offsets, local[s : s + size])
+                yield done, v, off
+                done += len(off) - 1
+
     def select(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The runs of ``ids`` (ascending) as one ``(values, offsets)`` pair."""
-        cuts = np.searchsorted(ids, np.arange(len(self.batches) + 1) * self.batch_size)
         parts, lengths = [], [np.zeros(1, dtype=np.int64)]
-        for b, (values, offsets) in enumerate(self.batches):
-            local = ids[cuts[b] : cuts[b + 1]] - b * self.batch_size
-            if len(local):
-                v, off = _select_runs(values, offsets, local)
-                parts.append(v)
-                lengths.append(np.diff(off))
+        for _, v, off in self.blocks(ids, max(len(ids), 1)):
+            parts.append(v)
+            lengths.append(np.diff(off))
         offsets = np.cumsum(np.concatenate(lengths))
         values = np.concatenate(parts) if parts else np.empty(0, np.uint32)
         return values, offsets
+
+
+@dataclass(frozen=True)
+class _Rehashed:
+    """The shingle hashes of texts computed on demand, a block at a time (what
+    :class:`_HashedBatches` gives, for texts whose hashes were not kept)."""
+
+    texts: Sequence[str] | dict[int, str]
+    options: dict[str, Any]
+
+    def total(self, ids: np.ndarray) -> int:
+        """An upper bound on the values of ``ids``: a text has at most one shingle per character."""
+        return sum(len(self.texts[i]) for i in ids.tolist())
+
+    def blocks(self, ids: np.ndarray, size: int):
+        for s in range(0, len(ids), size):
+            values, offsets = hash_values([self.texts[i] for i in ids[s : s + size].tolist()],
+                                          **self.options)
+            yield s, values, offsets
+
+    def select(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return hash_values([self.texts[i] for i in ids.tolist()], **self.options)
 
 
 def _signatures_keeping_hashes(
@@ -826,6 +900,13 @@ def _signatures_keeping_hashes(
         else:
             kept = None
     return sig, None if kept is None else _HashedBatches(kept, batch_size)
+
+
+def _fold32(values: np.ndarray) -> np.ndarray:
+    """Shingle values as the 32-bit values sets are compared on (as :func:`shingle_sets`)."""
+    if values.dtype == np.uint64:
+        return (values >> np.uint64(32)).astype(np.uint32)
+    return values
 
 
 def _frequent_values(values: np.ndarray, k: int) -> np.ndarray:
