@@ -172,6 +172,24 @@ def test_exact_scorer_with_frequent_shingle_bitmaps_is_exact(monkeypatch, bitmap
     assert scorer(pairs, chunk=7).tolist() == pytest.approx(want)
 
 
+def test_exact_scorer_when_normalization_lengthens_texts():
+    """NFKC turns one ligature into up to 18 characters, so a text can have more shingles
+    than characters; the scorer's buffer grows and stays exact, across several blocks."""
+    from ctxkit.deduplication.minhash import _ExactJaccard
+
+    import unicodedata
+
+    rng = random.Random(3)
+    long = [c for c in map(chr, range(0x2000, 0x10000))
+            if len(unicodedata.normalize("NFKC", c)) >= 4][:60]  # e.g. "⑽" -> "(10)"
+    texts = ["".join(rng.choices(long, k=rng.randint(0, 40))) for _ in range(2100)]
+    scorer = _ExactJaccard(texts, np.arange(len(texts)), ngram=5, unit="char",
+                           normalization=Normalization(), hashfunc="fast", scheme="affine32")
+    pairs = np.array([(rng.randrange(len(texts)), rng.randrange(len(texts))) for _ in range(300)])
+    want = [exact_jaccard(texts[i], texts[j], normalization=Normalization()) for i, j in pairs]
+    assert scorer(pairs).tolist() == pytest.approx(want)
+
+
 def test_verify_pairs_exact_from_a_mapping_of_texts():
     texts = ["abcdefghij", "abcdefghik", "zzzzzzzzzz", "abcdefgxyz"]
     sig = signatures(texts, num_perm=64)

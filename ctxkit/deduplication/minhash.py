@@ -730,21 +730,25 @@ class _ExactJaccard:
     bitmap_bytes = 64 << 20  # memory for the frequent-shingle bitmaps, all texts together
 
     def __init__(
-        self, texts: Sequence[str] | dict[int, str], ids: np.ndarray,
-        hashed: _HashedBatches | None = None, **options: Any,
+        self, texts: Sequence[str] | dict[int, str], ids: np.ndarray, **options: Any
     ):
-        """``options`` are :func:`hash_values`' shingling options; ``hashed`` holds that
-        function's output for all of ``texts`` when the caller already has it."""
+        """``options`` are :func:`hash_values`' shingling options."""
         self.ids = _unique(np.asarray(ids, dtype=np.int64))
         n = len(self.ids)
-        if hashed is None:
-            hashed = _Rehashed(texts, options)
-        members = self.ids
+
+        # The texts are hashed again here, a block at a time, rather than kept from the
+        # signature pass: only those in surviving pairs are needed (about a fifth of a
+        # templated corpus), and keeping every text's hashes took more fresh memory than the
+        # signatures themselves, which made the time per document grow with the corpus.
+        def hashes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            values, offsets = hash_values([texts[i] for i in ids.tolist()], **options)
+            return _fold32(values), offsets
+
         words = min(64, self.bitmap_bytes // (8 * max(n, 1)))
         # the frequent shingles of a spread-out sample of texts stand for the whole: a
         # template's shingles are in every sample, and any choice keeps the result exact
         sample = np.unique(np.linspace(0, n - 1, min(n, 1024)).astype(np.int64))
-        frequent = _frequent_values(_fold32(hashed.select(members[sample])[0]), words * 64)
+        frequent = _frequent_values(hashes(self.ids[sample])[0], words * 64)
         self.bits = np.zeros((n, max(words, 1)), dtype=np.uint64)
         table = None
         if len(frequent):
@@ -754,15 +758,15 @@ class _ExactJaccard:
             table = np.full(1 << 17, -1, dtype=np.int32)
             home = (frequent >> np.uint32(15)).astype(np.int64)
             table[home[::-1]] = np.arange(len(frequent), dtype=np.int32)[::-1]  # most frequent wins
-        # Blocks of texts, read straight from the kept batches, keep every temporary
-        # cache-sized, and each block's rare keys sort on their own: blocks come in text
-        # order, so their sorted runs laid end to end are one sorted array. Each block is
-        # read from memory once, so the work per text does not grow with the corpus.
-        rare = np.empty(hashed.total(members), dtype=np.uint64)
-        filled = 0
-        for d0, values, offsets in hashed.blocks(members, 2048):
-            d1 = d0 + len(offsets) - 1
-            v = _fold32(values)
+        # Blocks of texts keep every temporary cache-sized, and each block's rare keys sort on
+        # their own: blocks come in text order, so their sorted runs laid end to end are one
+        # sorted array, and the work per text does not grow with the corpus. The buffer
+        # holds one shingle per character, and grows if normalization expanded a text.
+        rare = np.empty(sum(len(texts[i]) for i in self.ids.tolist()), dtype=np.uint64)
+        filled, step = 0, 2048
+        for d0 in range(0, n, step):
+            d1 = min(d0 + step, n)
+            v, offsets = hashes(self.ids[d0:d1])
             doc = np.repeat(np.arange(d0, d1, dtype=np.uint64), np.diff(offsets))
             if table is not None:
                 slot = table[v >> np.uint32(15)]
@@ -774,6 +778,9 @@ class _ExactJaccard:
                 self.bits[d0:d1] = np.packbits(block, axis=1, bitorder="little").view(np.uint64)
                 doc, v = doc[~common], v[~common]
             part = _unique((doc << np.uint64(32)) | v.astype(np.uint64))
+            if filled + len(part) > len(rare):
+                rare = np.concatenate([rare[:filled], np.empty(max(len(rare), len(part)),
+                                                               dtype=np.uint64)])
             rare[filled : filled + len(part)] = part
             filled += len(part)
         rare = rare[:filled]
@@ -793,113 +800,6 @@ class _ExactJaccard:
             both = np.take(self.bits, p[:, 0], axis=0) & np.take(self.bits, p[:, 1], axis=0)
             inter[order[s : s + chunk]] += np.bitwise_count(both).sum(axis=1, dtype=np.int64)
         return _jaccard(inter, self.sizes[pairs[:, 0]] + self.sizes[pairs[:, 1]])
-
-
-def _select_runs(
-    values: np.ndarray, offsets: np.ndarray, ids: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The runs ``values[offsets[i]:offsets[i + 1]]`` of each ``i`` in ``ids`` (ascending),
-    concatenated, with their new offsets.
-
-    Consecutive ids are one slice, and slices are copied as they are: an index array over
-    every selected value would cost several passes over memory the size of the selection,
-    gathered from an array the size of the corpus.
-    """
-    lengths = np.diff(offsets)[ids]
-    new = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=new[1:])
-    breaks = np.flatnonzero(np.diff(ids) != 1) + 1
-    first = ids[np.r_[0, breaks]] if len(ids) else ids
-    last = ids[np.r_[breaks - 1, len(ids) - 1]] if len(ids) else ids
-    parts = [values[offsets[a] : offsets[b + 1]] for a, b in zip(first.tolist(), last.tolist())]
-    return (np.concatenate(parts) if parts else values[:0]), new
-
-
-@dataclass(frozen=True)
-class _HashedBatches:
-    """The shingle hashes of every text, kept as :func:`hash_values` returned them per batch of
-    ``batch_size`` texts (joining the batches would copy the whole corpus's hashes once more
-    for the few texts verification reads)."""
-
-    batches: list[tuple[np.ndarray, np.ndarray]]
-    batch_size: int
-
-    def _local(self, ids: np.ndarray):
-        """Per batch holding some of ``ids`` (ascending): its arrays and their local ids."""
-        cuts = np.searchsorted(ids, np.arange(len(self.batches) + 1) * self.batch_size)
-        for b, (values, offsets) in enumerate(self.batches):
-            if cuts[b + 1] > cuts[b]:
-                yield values, offsets, ids[cuts[b] : cuts[b + 1]] - b * self.batch_size
-
-    def total(self, ids: np.ndarray) -> int:
-        """How many values the runs of ``ids`` (ascending) hold together."""
-        return int(sum(np.diff(off)[local].sum() for _, off, local in self._local(ids)))
-
-    def blocks(self, ids: np.ndarray, size: int):
-        """The runs of ``ids`` (ascending), ``size`` texts at a time at most, as
-        ``(position of the block's first id in ids, values, offsets)``: each block is copied
-        out of its batch while it is small, never gathered into one corpus-sized array."""
-        done = 0
-        for values, offsets, local in self._local(ids):
-            for s in range(0, len(local), size):
-                v, off = _select_runs(values, offsets, local[s : s + size])
-                yield done, v, off
-                done += len(off) - 1
-
-    def select(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The runs of ``ids`` (ascending) as one ``(values, offsets)`` pair."""
-        parts, lengths = [], [np.zeros(1, dtype=np.int64)]
-        for _, v, off in self.blocks(ids, max(len(ids), 1)):
-            parts.append(v)
-            lengths.append(np.diff(off))
-        offsets = np.cumsum(np.concatenate(lengths))
-        values = np.concatenate(parts) if parts else np.empty(0, np.uint32)
-        return values, offsets
-
-
-@dataclass(frozen=True)
-class _Rehashed:
-    """The shingle hashes of texts computed on demand, a block at a time (what
-    :class:`_HashedBatches` gives, for texts whose hashes were not kept)."""
-
-    texts: Sequence[str] | dict[int, str]
-    options: dict[str, Any]
-
-    def total(self, ids: np.ndarray) -> int:
-        """An upper bound on the values of ``ids``: a text has at most one shingle per character."""
-        return sum(len(self.texts[i]) for i in ids.tolist())
-
-    def blocks(self, ids: np.ndarray, size: int):
-        for s in range(0, len(ids), size):
-            values, offsets = hash_values([self.texts[i] for i in ids[s : s + size].tolist()],
-                                          **self.options)
-            yield s, values, offsets
-
-    def select(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return hash_values([self.texts[i] for i in ids.tolist()], **self.options)
-
-
-def _signatures_keeping_hashes(
-    texts: Sequence[str], opts: MinHashOptions, limit: int = 1 << 27, batch_size: int = 4096
-) -> tuple[np.ndarray, _HashedBatches | None]:
-    """:func:`signatures`, also returning the shingle hashes for exact verification to reuse
-    (``None`` once they pass ``limit`` values, 512 MB, about 300k texts of 440 characters:
-    beyond that the texts verification needs are hashed again, to keep memory bounded)."""
-    dtype, _ = _scheme(opts.scheme)
-    sig = np.empty((len(texts), opts.num_perm), dtype=dtype)
-    kept: list[tuple[np.ndarray, np.ndarray]] | None = []
-    total = 0
-    for start in range(0, len(texts), batch_size):
-        batch = texts[start : start + batch_size]
-        values, offsets = hash_values(batch, **opts.shingling())
-        sig[start : start + len(batch)] = signatures_from_hashes(
-            values, offsets, opts.num_perm, opts.seed, opts.scheme)
-        if kept is not None and total + len(values) <= limit:
-            kept.append((values, offsets))
-            total += len(values)
-        else:
-            kept = None
-    return sig, None if kept is None else _HashedBatches(kept, batch_size)
 
 
 def _fold32(values: np.ndarray) -> np.ndarray:
@@ -924,7 +824,7 @@ def _frequent_values(values: np.ndarray, k: int) -> np.ndarray:
 def _verify_exact(
     sig: np.ndarray, pairs: np.ndarray, threshold: float,
     texts: Sequence[str] | dict[int, str], options: dict[str, Any], keep_scorer: bool = False,
-    big: int | None = None, hashed: _HashedBatches | None = None,
+    big: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, _ExactJaccard | None]:
     """:func:`verify_pairs_exact`; with ``keep_scorer`` it also returns the exact scorer, built
     over every text of a pair that survived the estimate (all future cluster members), so
@@ -940,7 +840,7 @@ def _verify_exact(
     exact = None
     if keep_scorer or unsure.any():
         exact = _ExactJaccard(texts, (pairs if keep_scorer else pairs[unsure]).ravel(),
-                              hashed=hashed, **options)
+                              **options)
     linked, linked_scores = link_pairs(len(sig), pairs, scores, threshold, margin, exact,
                                        big=len(sig) if big is None else big)
     return linked, linked_scores, exact
@@ -1055,10 +955,7 @@ def minhash_dedup(
         stripped = strip_boilerplate(texts, opts.boilerplate)
         texts = stripped.texts
         extra["boilerplate"] = stripped.summary()
-    hashed = None
-    if sig is None and opts.verify == "exact":
-        sig, hashed = _signatures_keeping_hashes(texts, opts)
-    elif sig is None:
+    if sig is None:
         sig = signatures(texts, **opts.signing())
     elif len(sig) != len(texts):
         raise ValueError("sig must have one row per text")
@@ -1075,7 +972,7 @@ def minhash_dedup(
         # to its representative hashes nothing again
         pairs, pair_scores, similarity_of = _verify_exact(
             sig, cand, opts.threshold, texts, opts.shingling(), keep_scorer=True,
-            big=opts.max_bucket, hashed=hashed)
+            big=opts.max_bucket)
     labels = connected_components(len(texts), pairs)
     lengths = [len(t) for t in texts] if keep == "longest" and scores is None else None
     rep = representatives(labels, keep_priority(keep, len(texts), lengths=lengths, scores=scores))
