@@ -46,6 +46,20 @@ def test_vectorized_shingles_match_reference(texts, unit, n):
         assert h[off[i] : off[i + 1]].tolist() == [shingle_hash(s) for s in shingles(text, n, unit)]
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(TEXT, max_size=6), st.integers(1, 5), st.integers(1, 9))
+def test_shingles_hashed_in_blocks_match_one_pass(texts, n, block):
+    """Windows are hashed a cache-sized block at a time; any block size, including ones
+    that cut a text or a window's run of valid positions, gives the same hashes."""
+    from ctxkit.deduplication.shingle import _P_CHAR, _codepoints, _ngrams
+
+    cps, offsets = _codepoints(texts)
+    whole, off = _ngrams(cps, offsets, n, _P_CHAR)
+    blocked, off_b = _ngrams(cps, offsets, n, _P_CHAR, block=block)
+    assert off.tolist() == off_b.tolist() and whole.tolist() == blocked.tolist()
+    assert whole.tolist() == [shingle_hash(s) for t in texts for s in shingles(t, n)]
+
+
 def corpus(seed=0, n=40):
     rng = random.Random(seed)
     vocab = [f"w{i}" for i in range(300)]

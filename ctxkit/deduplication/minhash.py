@@ -127,6 +127,16 @@ def _unique(x: np.ndarray) -> np.ndarray:
     return x[keep]
 
 
+def _distinct_ids(ids: np.ndarray) -> np.ndarray:
+    """Sorted distinct non-negative ids: a mark per id where the ids are dense (linear; every
+    text of a pair list, say), else :func:`_unique`."""
+    if len(ids) == 0 or int(ids.max()) > 4 * len(ids) + 1024:
+        return _unique(ids)
+    seen = np.zeros(int(ids.max()) + 1, dtype=bool)
+    seen[ids] = True
+    return np.flatnonzero(seen)
+
+
 def _check_num_perm(num_perm: int) -> None:
     if not isinstance(num_perm, (int, np.integer)) or num_perm < 1:
         raise ValueError(f"num_perm must be a positive integer, got {num_perm!r}")
@@ -733,7 +743,7 @@ class _ExactJaccard:
         self, texts: Sequence[str] | dict[int, str], ids: np.ndarray, **options: Any
     ):
         """``options`` are :func:`hash_values`' shingling options."""
-        self.ids = _unique(np.asarray(ids, dtype=np.int64))
+        self.ids = _distinct_ids(np.asarray(ids, dtype=np.int64))
         n = len(self.ids)
 
         # The texts are hashed again here, a block at a time, rather than kept from the
@@ -747,7 +757,7 @@ class _ExactJaccard:
         words = min(64, self.bitmap_bytes // (8 * max(n, 1)))
         # the frequent shingles of a spread-out sample of texts stand for the whole: a
         # template's shingles are in every sample, and any choice keeps the result exact
-        sample = np.unique(np.linspace(0, n - 1, min(n, 1024)).astype(np.int64))
+        sample = np.unique(np.linspace(0, n - 1, min(n, 256)).astype(np.int64))
         frequent = _frequent_values(hashes(self.ids[sample])[0], words * 64)
         self.bits = np.zeros((n, max(words, 1)), dtype=np.uint64)
         table = None
@@ -771,11 +781,7 @@ class _ExactJaccard:
             if table is not None:
                 slot = table[v >> np.uint32(15)]
                 common = (slot >= 0) & (frequent[np.maximum(slot, 0)] == v)
-                # set bits through a boolean block (an assignment, so a shingle repeated
-                # inside a text is harmless) and pack it
-                block = np.zeros((d1 - d0, words * 64), dtype=bool)
-                block[(doc[common] - np.uint64(d0)).astype(np.intp), slot[common]] = True
-                self.bits[d0:d1] = np.packbits(block, axis=1, bitorder="little").view(np.uint64)
+                self._set_bits(d0, (doc[common] - np.uint64(d0)).astype(np.intp), slot[common])
                 doc, v = doc[~common], v[~common]
             part = _unique((doc << np.uint64(32)) | v.astype(np.uint64))
             if filled + len(part) > len(rare):
@@ -788,6 +794,21 @@ class _ExactJaccard:
         self.rare = (rare, rare_offsets.astype(np.int64))
         self.sizes = np.bitwise_count(self.bits).sum(axis=1, dtype=np.int64) + np.diff(
             self.rare[1])
+
+    def _set_bits(self, d0: int, doc: np.ndarray, slot: np.ndarray, texts: int = 128) -> None:
+        """Set bit ``slot`` of text ``d0 + doc`` for each (ascending) ``doc``: through a
+        boolean block of ``texts`` texts at a time (an assignment, so a shingle repeated
+        inside a text is harmless; the block stays cache-sized), then packed."""
+        width = self.bits.shape[1] * 64
+        cuts = np.searchsorted(doc, np.arange(0, int(doc[-1]) + texts + 1, texts)) if len(doc) else []
+        for b in range(len(cuts) - 1):
+            if cuts[b + 1] == cuts[b]:
+                continue
+            block = np.zeros((texts, width), dtype=bool)
+            block[doc[cuts[b] : cuts[b + 1]] - b * texts, slot[cuts[b] : cuts[b + 1]]] = True
+            rows = min(texts, len(self.bits) - d0 - b * texts)
+            packed = np.packbits(block[:rows], axis=1, bitorder="little").view(np.uint64)
+            self.bits[d0 + b * texts : d0 + b * texts + rows] = packed
 
     def __call__(self, pairs: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
         pairs = np.searchsorted(self.ids, np.asarray(pairs, dtype=np.int64).reshape(-1, 2))

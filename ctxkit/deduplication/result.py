@@ -37,8 +37,10 @@ class DedupResult:
             its ``verify`` option says; cosine for semantic); NaN when kept.
             Clusters are transitive, so this can be below the threshold when the item was
             linked to its representative through another member.
-        matched: per item, the item it was directly merged into at its stage (before later
-            stages moved that item's own cluster); equals ``duplicate_of`` after one stage.
+        matched: per item, the representative of its cluster at the stage that removed it
+            (not necessarily an item it was compared with: clusters are transitive), before
+            later stages removed that representative in turn; equals ``duplicate_of`` after
+            one stage.
         pairs: ``(m, 2)`` verified similar pairs ``i < j`` (empty for exact). For MinHash,
             the verified links the clusters were built from: all candidate pairs of clusters
             of up to ``max_bucket`` items, fewer in larger ones (a pair whose two items are

@@ -169,7 +169,7 @@ def _pow_u64(base: np.uint64, exps: np.ndarray) -> np.ndarray:
 
 
 def _ngrams(
-    values: np.ndarray, offsets: np.ndarray, n: int, p: np.uint64
+    values: np.ndarray, offsets: np.ndarray, n: int, p: np.uint64, block: int = 1 << 15
 ) -> tuple[np.ndarray, np.ndarray]:
     """Hash every n-gram of `values` inside each segment; shorter non-empty segments give one."""
     lengths = np.diff(offsets)
@@ -181,25 +181,33 @@ def _ngrams(
         return out, out_offsets
     m = len(values)
     full = lengths >= n
+    short = (lengths < n) & (lengths > 0)
     if m >= n and full.any():
-        v = values.astype(np.uint64, copy=False)
-        # Horner over the n positions of every window at once; wraparound is the modulo.
-        h = v[: m - n + 1].copy()
-        with np.errstate(over="ignore"):
-            for k in range(1, n):
-                h *= p
-                h += v[k : m - n + 1 + k]
         # Segments are contiguous in `values`: a window is valid when it starts and ends in
         # the same segment, and valid windows come out in segment order.
         seg_of = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
         valid = seg_of[: m - n + 1] == seg_of[n - 1 :]
-        out[np.repeat(full, counts)] = h[valid]
-    short = (lengths < n) & (lengths > 0)
+        windows = out if not short.any() else np.empty(int(np.count_nonzero(valid)), np.uint64)
+        filled = 0
+        with np.errstate(over="ignore"):
+            # Horner over the n positions of every window (wraparound is the modulo), then
+            # the finalizer, one cache-sized block of windows at a time: whole-array passes
+            # would stream every intermediate through memory n + 5 times
+            for w0 in range(0, m - n + 1, block):
+                w1 = min(w0 + block, m - n + 1)
+                h = values[w0:w1].astype(np.uint64)
+                for k in range(1, n):
+                    h *= p
+                    h += values[w0 + k : w1 + k]
+                keep = fmix64(h)[valid[w0:w1]]
+                windows[filled : filled + len(keep)] = keep
+                filled += len(keep)
+        if short.any():
+            out[np.repeat(full, counts)] = windows
     if short.any():
-        out[out_offsets[:-1][short]] = _segment_poly(
-            values, offsets[:-1][short], offsets[1:][short], p
-        )
-    return fmix64(out), out_offsets
+        out[out_offsets[:-1][short]] = fmix64(
+            _segment_poly(values, offsets[:-1][short], offsets[1:][short], p))
+    return out, out_offsets
 
 
 def shingle_hashes(
