@@ -187,15 +187,15 @@ def test_exact_scorer_with_frequent_shingle_bitmaps_is_exact(monkeypatch, bitmap
 
 
 def test_exact_scorer_when_normalization_lengthens_texts():
-    """NFKC turns one ligature into up to 18 characters, so a text can have more shingles
-    than characters; the scorer's buffer grows and stays exact, across several blocks."""
-    from ctxkit.deduplication.minhash import _ExactJaccard
-
+    """NFKC turns one character into several ("⑽" into "(10)"), so a text can have more
+    shingles than characters; the scorer's buffer grows and stays exact, across blocks."""
     import unicodedata
+
+    from ctxkit.deduplication.minhash import _ExactJaccard
 
     rng = random.Random(3)
     long = [c for c in map(chr, range(0x2000, 0x10000))
-            if len(unicodedata.normalize("NFKC", c)) >= 4][:60]  # e.g. "⑽" -> "(10)"
+            if len(unicodedata.normalize("NFKC", c)) >= 4][:60]
     texts = ["".join(rng.choices(long, k=rng.randint(0, 40))) for _ in range(2100)]
     scorer = _ExactJaccard(texts, np.arange(len(texts)), ngram=5, unit="char",
                            normalization=Normalization(), hashfunc="fast", scheme="affine32")

@@ -47,7 +47,6 @@ import functools
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -800,7 +799,9 @@ class _ExactJaccard:
         boolean block of ``texts`` texts at a time (an assignment, so a shingle repeated
         inside a text is harmless; the block stays cache-sized), then packed."""
         width = self.bits.shape[1] * 64
-        cuts = np.searchsorted(doc, np.arange(0, int(doc[-1]) + texts + 1, texts)) if len(doc) else []
+        if len(doc) == 0:
+            return
+        cuts = np.searchsorted(doc, np.arange(0, int(doc[-1]) + texts + 1, texts))
         for b in range(len(cuts) - 1):
             if cuts[b + 1] == cuts[b]:
                 continue
