@@ -769,9 +769,8 @@ class _ExactJaccard:
             table[home[::-1]] = np.arange(len(frequent), dtype=np.int32)[::-1]  # most frequent wins
         # Blocks of texts keep every temporary cache-sized, and each block's rare keys sort on
         # their own: blocks come in text order, so their sorted runs laid end to end are one
-        # sorted array, and the work per text does not grow with the corpus. The buffer
-        # holds one shingle per character, and grows if normalization expanded a text.
-        rare = np.empty(sum(len(texts[i]) for i in self.ids.tolist()), dtype=np.uint64)
+        # sorted array, and the work per text does not grow with the corpus.
+        rare = np.empty(0, dtype=np.uint64)
         filled, step = 0, 2048
         for d0 in range(0, n, step):
             d1 = min(d0 + step, n)
@@ -784,8 +783,13 @@ class _ExactJaccard:
                 doc, v = doc[~common], v[~common]
             part = _unique((doc << np.uint64(32)) | v.astype(np.uint64))
             if filled + len(part) > len(rare):
-                rare = np.concatenate([rare[:filled], np.empty(max(len(rare), len(part)),
-                                                               dtype=np.uint64)])
+                # room for all texts at the rate of the blocks so far, and a quarter more:
+                # the exact size is known only at the end, and an upper bound (one key per
+                # character) could be far more address space than the machine has
+                need = filled + len(part)
+                grown = np.empty(max(need, int(need * n / d1 * 1.25) + 1024), dtype=np.uint64)
+                grown[:filled] = rare[:filled]
+                rare = grown
             rare[filled : filled + len(part)] = part
             filled += len(part)
         rare = rare[:filled]
