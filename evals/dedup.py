@@ -42,6 +42,7 @@ from ctxkit.deduplication.normalize import Normalization
 from ctxkit.deduplication.unionfind import connected_components
 from evals import _common
 from evals.dedup_baselines import (
+    best_timed,
     char_shingles,
     datasketch_bulk,
     datasketch_lsh,
@@ -516,9 +517,9 @@ def _speed_rows(
     n = len(texts)
     sigs: dict[str, tuple[float, float, Any]] = {}
     if baselines:
-        sigs["datasketch"] = _best_timed(functools.partial(datasketch_bulk, texts), repeats)
+        sigs["datasketch"] = best_timed(functools.partial(datasketch_bulk, texts), repeats)
         if optional_rensa() is not None:
-            sigs["rensa"] = _best_timed(functools.partial(rensa_minhashes, texts), repeats)
+            sigs["rensa"] = best_timed(functools.partial(rensa_minhashes, texts), repeats)
     lsh = {"datasketch": datasketch_lsh, "rensa": rensa_lsh}
     rows = []
     for t in thresholds:
@@ -531,22 +532,13 @@ def _speed_rows(
                "candidates_per_doc": round(res.info["minhash"]["candidates"] / n, 2),
                "largest_cluster": max((len(c) for c in res.clusters), default=0)}
         for lib, (sw, sc, minhashes) in sigs.items():
-            lw, lc, _ = _best_timed(functools.partial(lsh[lib], minhashes, t), repeats)
+            lw, lc, _ = best_timed(functools.partial(lsh[lib], minhashes, t), repeats)
             row[f"{lib}_cpu_s"] = round(sc + lc, 3)
             row[f"{lib}_wall_s"] = round(sw + lw, 3)
             row[f"{lib}_us_per_doc_cpu"] = round(1e6 * (sc + lc) / n, 1)
             row[f"speedup_vs_{lib}_cpu"] = round((sc + lc) / mine["cpu_s"], 1)
         rows.append(row)
     return rows
-
-
-def _best_timed(fn: Any, repeats: int) -> tuple[float, float, Any]:
-    """``timed(fn)`` ``repeats`` times: the best wall and CPU seconds, and the last result."""
-    wall, cpu, out = timed(fn)
-    for _ in range(repeats - 1):
-        w, c, out = timed(fn)
-        wall, cpu = min(wall, w), min(cpu, c)
-    return wall, cpu, out
 
 
 @section("bench_real_data")

@@ -802,9 +802,9 @@ class _ExactJaccard:
         """Set bit ``slot`` of text ``d0 + doc`` for each (ascending) ``doc``: through a
         boolean block of ``texts`` texts at a time (an assignment, so a shingle repeated
         inside a text is harmless; the block stays cache-sized), then packed."""
-        width = self.bits.shape[1] * 64
         if len(doc) == 0:
             return
+        width = self.bits.shape[1] * 64
         cuts = np.searchsorted(doc, np.arange(0, int(doc[-1]) + texts + 1, texts))
         for b in range(len(cuts) - 1):
             if cuts[b + 1] == cuts[b]:
@@ -818,13 +818,10 @@ class _ExactJaccard:
     def __call__(self, pairs: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
         pairs = np.searchsorted(self.ids, np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
         inter = _intersections(*self.rare, pairs)
-        # bitmap rows are read in order of one member, so half the reads walk the bitmaps
-        # front to back instead of jumping across all of them
-        order = np.argsort(np.maximum(pairs[:, 0], pairs[:, 1]))
         for s in range(0, len(pairs), chunk):
-            p = pairs[order[s : s + chunk]]
+            p = pairs[s : s + chunk]
             both = np.take(self.bits, p[:, 0], axis=0) & np.take(self.bits, p[:, 1], axis=0)
-            inter[order[s : s + chunk]] += np.bitwise_count(both).sum(axis=1, dtype=np.int64)
+            inter[s : s + chunk] += np.bitwise_count(both).sum(axis=1, dtype=np.int64)
         return _jaccard(inter, self.sizes[pairs[:, 0]] + self.sizes[pairs[:, 1]])
 
 

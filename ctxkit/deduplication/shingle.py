@@ -182,12 +182,13 @@ def _ngrams(
     m = len(values)
     full = lengths >= n
     short = (lengths < n) & (lengths > 0)
+    any_short = bool(short.any())
     if m >= n and full.any():
         # Segments are contiguous in `values`: a window is valid when it starts and ends in
         # the same segment, and valid windows come out in segment order.
         seg_of = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
         valid = seg_of[: m - n + 1] == seg_of[n - 1 :]
-        windows = out if not short.any() else np.empty(int(np.count_nonzero(valid)), np.uint64)
+        windows = np.empty(int(np.count_nonzero(valid)), np.uint64) if any_short else out
         filled = 0
         with np.errstate(over="ignore"):
             # Horner over the n positions of every window (wraparound is the modulo), then
@@ -202,9 +203,9 @@ def _ngrams(
                 keep = fmix64(h)[valid[w0:w1]]
                 windows[filled : filled + len(keep)] = keep
                 filled += len(keep)
-        if short.any():
+        if any_short:
             out[np.repeat(full, counts)] = windows
-    if short.any():
+    if any_short:
         out[out_offsets[:-1][short]] = fmix64(
             _segment_poly(values, offsets[:-1][short], offsets[1:][short], p))
     return out, out_offsets
