@@ -541,6 +541,64 @@ def _speed_rows(
     return rows
 
 
+def bench_scaling(
+    resamples: dict[int, list[str]], thresholds: list[float], rounds: int
+) -> dict[str, Any]:
+    """Time per document of ``dedup(texts, "minhash", t)`` as the corpus grows, alone.
+
+    ``rounds`` rounds each visit every threshold and size, so a slow spell of the shared
+    machine lands on all sizes alike. User and system CPU are kept apart: system time is what
+    the kernel spends on fresh memory, which grows with a corpus that no longer fits.
+    """
+    import resource
+
+    from ctxkit.deduplication.pipeline import dedup
+
+    dedup(next(iter(resamples.values()))[:300], "minhash")  # warm caches and code paths
+    runs: dict[tuple[float, int], list[tuple[float, float]]] = {}
+    for _ in range(rounds):
+        for t in thresholds:
+            for n, texts in resamples.items():
+                before = resource.getrusage(resource.RUSAGE_SELF)
+                dedup(texts, "minhash", t)
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                runs.setdefault((t, n), []).append(
+                    (1e6 * (after.ru_utime - before.ru_utime) / n,
+                     1e6 * (after.ru_stime - before.ru_stime) / n))
+    rows = []
+    for (t, n), times in runs.items():
+        totals = sorted(u + s for u, s in times)
+        user, system = min(times, key=sum)
+        rows.append({"threshold": t, "docs": n, "best_us_per_doc": round(totals[0], 1),
+                     "median_us_per_doc": round(float(np.median(totals)), 1),
+                     "best_user_us": round(user, 1), "best_system_us": round(system, 1),
+                     "rounds_us_per_doc": [round(x, 1) for x in totals]})
+    for t in thresholds:
+        mine = [r for r in rows if r["threshold"] == t]
+        small = min(mine, key=lambda r: r["docs"])
+        for r in mine:
+            r["best_vs_smallest"] = round(r["best_us_per_doc"] / small["best_us_per_doc"], 3)
+            r["median_vs_smallest"] = round(
+                r["median_us_per_doc"] / small["median_us_per_doc"], 3)
+    return {"rounds": rounds, "thresholds": thresholds, "rows": rows}
+
+
+def markdown_scaling(sc: dict[str, Any]) -> str:
+    header = ["threshold", "docs", "best us/doc", "median us/doc", "best / smallest",
+              "median / smallest", "user us", "system us", "every round"]
+    body = [[r["threshold"], f"{r['docs']:,}", r["best_us_per_doc"], r["median_us_per_doc"],
+             f"{r['best_vs_smallest']:.2f}", f"{r['median_vs_smallest']:.2f}",
+             r["best_user_us"], r["best_system_us"],
+             ", ".join(f"{x:g}" for x in r["rounds_us_per_doc"])] for r in sc["rows"]]
+    return "\n".join([
+        "# Dedup time per document as the corpus grows", "",
+        f"`dedup(texts, method=\"minhash\")` on templated resamples (`templated_mix`: 90% the "
+        "LSH-timing corpus, 10% toolformer records, drawn afresh at each size with the same "
+        f"duplicate share), CPU microseconds per document, {sc['rounds']} rounds that each "
+        "visit every threshold and size; the best round's user and system CPU:", "",
+        *_table(header, body)]) + "\n"
+
+
 @section("bench_real_data")
 def bench_real_data(
     sources: dict[str, list[str]], thresholds: list[float], boundary: list[float]
@@ -908,6 +966,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     ap.add_argument("--semantic-docs", type=int, default=3000, help="texts embedded for recall")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--scaling", type=int, default=0, metavar="ROUNDS",
+                    help="only the time per document as the corpus grows, in ROUNDS rounds "
+                         "(writes dedup_scaling.json and .md)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     rng = random.Random(args.seed)
@@ -927,6 +988,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "real": 500 if quick else None,
         "linear": 300 if quick else 2000,
     }
+    if args.scaling:
+        return run_scaling(args, sources, rng, sizes["mix"])
     res: dict[str, Any] = {
         "quick": quick,
         "machine": machine_info(),
@@ -987,6 +1050,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         fh.write(markdown(res))
     plot(res, args.out / "dedup.png")
     print(markdown(res))
+    return res
+
+
+def run_scaling(
+    args: argparse.Namespace, sources: dict[str, list[str]], rng: random.Random, sizes: list[int]
+) -> dict[str, Any]:
+    """``--scaling ROUNDS``: :func:`bench_scaling` on fresh resamples of every size."""
+    from evals._common import write_results
+
+    tool = sources.get("toolformer") or synthetic_templated(2000, rng)
+    resamples = {n: templated_mix(n, sources, tool, rng, sizes[-1]) for n in sizes}
+    res = bench_scaling(resamples, [DEFAULT_THRESHOLD, 0.8], args.scaling)
+    res["command"] = "python -m evals.dedup" + (" --quick" if args.quick else "") + (
+        f" --scaling {args.scaling}")
+    text = markdown_scaling(res)
+    write_results(args.out, "dedup_scaling", res, text)
+    print(text)
     return res
 
 
