@@ -59,12 +59,21 @@ def link_pairs(
     linked = scores >= threshold + margin
     todo = np.flatnonzero(np.abs(scores - threshold) < margin)
     todo = todo[np.argsort(-scores[todo], kind="stable")]
+    # Components are kept over the texts that occur in pairs only, and each round merges in
+    # just the pairs linked since the last: the rounds grow in number with the log of the
+    # pairs, and redoing all ``n`` texts and links every round made the time per text grow.
+    local = _local_ids(n, pairs)
+    labels = np.arange(local.max() + 1 if len(local) else 0)
+    merged = np.zeros(len(pairs), dtype=bool)
     size = FIRST_ROUND
     while len(todo):
-        if linked.any():
-            labels = connected_components(n, pairs[linked])
-            members = np.bincount(labels, minlength=n)
-            a, b = labels[pairs[todo, 0]], labels[pairs[todo, 1]]
+        new = np.flatnonzero(linked & ~merged)
+        if len(new):
+            labels = connected_components(len(labels), labels[local[new]])[labels]
+            merged[new] = True
+        if merged.any():
+            members = np.bincount(labels, minlength=len(labels))
+            a, b = labels[local[todo, 0]], labels[local[todo, 1]]
             todo = todo[(a != b) | (members[a] <= big)]
         batch, todo = todo[:size], todo[size:]
         if len(batch):
@@ -72,3 +81,13 @@ def link_pairs(
             linked[batch] = scores[batch] >= threshold
         size *= 2
     return pairs[linked], scores[linked]
+
+
+def _local_ids(n: int, pairs: np.ndarray) -> np.ndarray:
+    """``pairs`` renumbered 0..k-1 over the k distinct texts they name (in text order)."""
+    if len(pairs) == 0:
+        return pairs
+    seen = np.zeros(n, dtype=bool)
+    seen[pairs.ravel()] = True
+    index = np.cumsum(seen) - 1
+    return index[pairs]

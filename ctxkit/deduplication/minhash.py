@@ -815,9 +815,13 @@ class _ExactJaccard:
             packed = np.packbits(block[:rows], axis=1, bitorder="little").view(np.uint64)
             self.bits[d0 + b * texts : d0 + b * texts + rows] = packed
 
-    def __call__(self, pairs: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+    def __call__(self, pairs: np.ndarray, chunk: int | None = None) -> np.ndarray:
         pairs = np.searchsorted(self.ids, np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
         inter = _intersections(*self.rare, pairs)
+        # bitmap rows are copied about 2 MB at a time: a larger copy is fresh memory from the
+        # kernel on every call (beyond malloc's reuse), which grew the time per pair with
+        # the corpus
+        chunk = chunk or max(1, (1 << 21) // self.bits[:1].nbytes)
         for s in range(0, len(pairs), chunk):
             p = pairs[s : s + chunk]
             both = np.take(self.bits, p[:, 0], axis=0) & np.take(self.bits, p[:, 1], axis=0)
