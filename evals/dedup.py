@@ -1064,7 +1064,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     runs += [("mix", templated_mix(n, sources, tool, rng, sizes["mix"][-1]),
               n in sizes["mix_baselines"]) for n in sizes["mix"]]
     res["templated_speed"] = bench_templated_speed(
-        runs, [DEFAULT_THRESHOLD, 0.8], repeats=1 if quick else 3)
+        runs, [DEFAULT_THRESHOLD, 0.8], repeats=1 if quick else 5)
     checkpoint()
     real = {k: v[: sizes["real"]] for k, v in sources.items()} if sizes["real"] else sources
     res["real_data"] = bench_real_data(real, [0.5, 0.6, 0.7, 0.8, 0.9], [0.5, DEFAULT_THRESHOLD])

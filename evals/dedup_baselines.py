@@ -52,10 +52,13 @@ def best_timed(fn: Callable[[], Any], repeats: int) -> tuple[float, float, Any]:
 
 
 def interleaved(runs: dict[str, Callable[[], Any]], repeats: int) -> dict[str, dict[str, float]]:
-    """Run every method once per round, `repeats` rounds; keep each method's best round."""
+    """Run every method once per round, `repeats` rounds; keep each method's best round.
+
+    Every other round runs the methods in reverse order, so a machine that slows down or
+    speeds up within a round does not favour the methods that come first."""
     best: dict[str, dict[str, float]] = {}
-    for _ in range(repeats):
-        for name, fn in runs.items():
+    for r in range(repeats):
+        for name, fn in list(runs.items())[:: -1 if r % 2 else 1]:
             wall, cpu, _ = timed(fn)
             b = best.setdefault(name, {"wall_s": wall, "cpu_s": cpu})
             b["wall_s"], b["cpu_s"] = min(b["wall_s"], wall), min(b["cpu_s"], cpu)
