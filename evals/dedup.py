@@ -557,11 +557,11 @@ def bench_scaling(
     threshold and size (smallest first, then largest first), so a slow spell of the shared
     machine lands on all sizes alike. User and system CPU are kept apart.
     """
-    import resource
     import subprocess
     import tempfile
 
     from ctxkit.deduplication.pipeline import dedup
+    from evals.dedup_oneshot import cpu_us_per_doc
 
     dedup(next(iter(resamples.values()))[:300], "minhash")  # warm caches and code paths
     runs: dict[tuple[str, float, int], list[tuple[float, float]]] = {}
@@ -582,12 +582,8 @@ def bench_scaling(
                     one = json.loads(out.strip().splitlines()[-1])
                     runs.setdefault(("fresh", t, n), []).append(
                         (one["user_us"], one["system_us"]))
-                    before = resource.getrusage(resource.RUSAGE_SELF)
-                    dedup(texts, "minhash", t)
-                    after = resource.getrusage(resource.RUSAGE_SELF)
                     runs.setdefault(("in_process", t, n), []).append(
-                        (1e6 * (after.ru_utime - before.ru_utime) / n,
-                         1e6 * (after.ru_stime - before.ru_stime) / n))
+                        cpu_us_per_doc(functools.partial(dedup, texts, "minhash", t), n))
     rows = []
     for (mode, t, n), times in runs.items():
         totals = sorted(u + s for u, s in times)

@@ -10,11 +10,23 @@ process a small corpus reuses memory that malloc kept from the run before, and a
 
 from __future__ import annotations
 
+import argparse
 import json
 import pickle
 import resource
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+
+def cpu_us_per_doc(run: Callable[[], Any], docs: int) -> tuple[float, float]:
+    """User and system CPU microseconds per document of one call of ``run``."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    run()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    docs = max(1, docs)
+    return (1e6 * (after.ru_utime - before.ru_utime) / docs,
+            1e6 * (after.ru_stime - before.ru_stime) / docs)
 
 
 def time_once(texts: list[str], threshold: float) -> dict[str, float]:
@@ -22,18 +34,17 @@ def time_once(texts: list[str], threshold: float) -> dict[str, float]:
     from ctxkit.deduplication.pipeline import dedup
 
     dedup(texts[:300], "minhash", threshold)  # import and first-call costs stay out
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    dedup(texts, "minhash", threshold)
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    n = max(1, len(texts))
-    return {"user_us": 1e6 * (after.ru_utime - before.ru_utime) / n,
-            "system_us": 1e6 * (after.ru_stime - before.ru_stime) / n}
+    user, system = cpu_us_per_doc(lambda: dedup(texts, "minhash", threshold), len(texts))
+    return {"user_us": user, "system_us": system}
 
 
 def main(argv: list[str] | None = None) -> None:
-    path, threshold = (argv or sys.argv[1:])[:2]
-    texts = pickle.loads(Path(path).read_bytes())
-    print(json.dumps(time_once(texts, float(threshold))))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("texts", type=Path, help="a pickled list of texts")
+    ap.add_argument("threshold", type=float)
+    args = ap.parse_args(argv)
+    texts = pickle.loads(args.texts.read_bytes())
+    print(json.dumps(time_once(texts, args.threshold)))
 
 
 if __name__ == "__main__":

@@ -64,21 +64,21 @@ def link_pairs(
     # pairs, and redoing all ``n`` texts and links every round made the time per text grow.
     local = _local_ids(n, pairs)
     labels = np.arange(local.max() + 1 if len(local) else 0)
-    merged = np.zeros(len(pairs), dtype=bool)
+    fresh = np.flatnonzero(linked)  # links not yet merged into ``labels``
+    members = None  # component sizes, once any link is merged
     size = FIRST_ROUND
     while len(todo):
-        new = np.flatnonzero(linked & ~merged)
-        if len(new):
-            labels = connected_components(len(labels), labels[local[new]])[labels]
-            merged[new] = True
-        if merged.any():
+        if len(fresh):
+            labels = connected_components(len(labels), labels[local[fresh]])[labels]
             members = np.bincount(labels, minlength=len(labels))
+        if members is not None:
             a, b = labels[local[todo, 0]], labels[local[todo, 1]]
             todo = todo[(a != b) | (members[a] <= big)]
         batch, todo = todo[:size], todo[size:]
         if len(batch):
             scores[batch] = exact(pairs[batch])
             linked[batch] = scores[batch] >= threshold
+        fresh = batch[linked[batch]]
         size *= 2
     return pairs[linked], scores[linked]
 
