@@ -60,6 +60,7 @@ from evals.dedup_baselines import (
 )
 from evals.dedup_corpus import (
     data_dir,
+    disjoint_replicas,
     exact_jaccard_join,
     inject_near_duplicates,
     load_sources,
@@ -545,17 +546,19 @@ def _speed_rows(
 
 
 def bench_scaling(
-    resamples: dict[int, list[str]], thresholds: list[float], rounds: int
+    corpora: dict[str, dict[int, list[str]]], thresholds: list[float], rounds: int
 ) -> dict[str, Any]:
     """Time per document of ``dedup(texts, "minhash", t)`` as the corpus grows, two ways.
 
-    ``fresh``: each run in a process of its own (``evals.dedup_oneshot``), every size from
-    the same start, as the ``ctxkit dedup`` command runs. ``in_process``: all runs one after
-    another in this process, as a library caller in a loop; there a small corpus reuses the
-    memory malloc kept from the run before while a large one takes fresh pages from the
-    kernel each time, so its system time grows. ``rounds`` rounds each visit every mode,
-    threshold and size (smallest first, then largest first), so a slow spell of the shared
-    machine lands on all sizes alike. User and system CPU are kept apart.
+    ``corpora`` maps a corpus name to its texts at each size. ``fresh``: each run in a
+    process of its own (``evals.dedup_oneshot``), every size from the same start, as the
+    ``ctxkit dedup`` command runs. ``in_process``: all runs one after another in this
+    process, as a library caller in a loop; there a small corpus reuses the memory malloc
+    kept from the run before while a large one takes fresh pages from the kernel each time,
+    so its system time grows. ``rounds`` rounds each visit every mode, corpus, threshold and
+    size (smallest first, then largest first), so a slow spell of the shared machine lands
+    on all sizes alike. User and system CPU are kept apart; each row also gives the LSH
+    candidates per document, the work that grows with the data.
     """
     import subprocess
     import tempfile
@@ -563,63 +566,79 @@ def bench_scaling(
     from ctxkit.deduplication.pipeline import dedup
     from evals.dedup_oneshot import cpu_us_per_doc
 
-    dedup(next(iter(resamples.values()))[:300], "minhash")  # warm caches and code paths
-    runs: dict[tuple[str, float, int], list[tuple[float, float]]] = {}
+    first = next(iter(corpora.values()))
+    dedup(next(iter(first.values()))[:300], "minhash")  # warm caches and code paths
+    runs: dict[tuple[str, str, float, int], list[tuple[float, float]]] = {}
+    candidates: dict[tuple[str, float, int], float] = {}
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
         files = {}
-        for n, texts in resamples.items():
-            files[n] = Path(tmp) / f"{n}.pkl"
-            files[n].write_bytes(pickle.dumps(texts, protocol=pickle.HIGHEST_PROTOCOL))
+        for name, resamples in corpora.items():
+            for n, texts in resamples.items():
+                files[name, n] = Path(tmp) / f"{name}-{n}.pkl"
+                files[name, n].write_bytes(pickle.dumps(texts, protocol=pickle.HIGHEST_PROTOCOL))
         for r in range(rounds):
-            for t in thresholds:
-                # every other round visits the sizes largest first, so a machine that slows
-                # down or speeds up over a round does not favour one end of the table
-                for n, texts in list(resamples.items())[:: -1 if r % 2 else 1]:
-                    out = subprocess.run(
-                        [sys.executable, "-m", "evals.dedup_oneshot", str(files[n]), str(t)],
-                        cwd=root, check=True, capture_output=True, text=True).stdout
-                    one = json.loads(out.strip().splitlines()[-1])
-                    runs.setdefault(("fresh", t, n), []).append(
-                        (one["user_us"], one["system_us"]))
-                    runs.setdefault(("in_process", t, n), []).append(
-                        cpu_us_per_doc(functools.partial(dedup, texts, "minhash", t), n))
+            for name, resamples in corpora.items():
+                for t in thresholds:
+                    # every other round visits the sizes largest first, so a machine that slows
+                    # down or speeds up over a round does not favour one end of the table
+                    for n, texts in list(resamples.items())[:: -1 if r % 2 else 1]:
+                        out = subprocess.run(
+                            [sys.executable, "-m", "evals.dedup_oneshot", str(files[name, n]),
+                             str(t)], cwd=root, check=True, capture_output=True, text=True).stdout
+                        one = json.loads(out.strip().splitlines()[-1])
+                        candidates[name, t, n] = one["candidates_per_doc"]
+                        runs.setdefault(("fresh", name, t, n), []).append(
+                            (one["user_us"], one["system_us"]))
+                        runs.setdefault(("in_process", name, t, n), []).append(
+                            cpu_us_per_doc(functools.partial(dedup, texts, "minhash", t), n))
     rows = []
-    for (mode, t, n), times in runs.items():
+    for (mode, name, t, n), times in runs.items():
         totals = sorted(u + s for u, s in times)
         user, system = min(times, key=sum)
-        rows.append({"mode": mode, "threshold": t, "docs": n,
+        rows.append({"mode": mode, "corpus": name, "threshold": t, "docs": n,
+                     "candidates_per_doc": round(candidates[name, t, n], 2),
                      "best_us_per_doc": round(totals[0], 1),
                      "median_us_per_doc": round(float(np.median(totals)), 1),
                      "best_user_us": round(user, 1), "best_system_us": round(system, 1),
                      "rounds_us_per_doc": [round(x, 1) for x in totals]})
-    rows.sort(key=lambda r: (r["mode"] != "fresh", r["threshold"], r["docs"]))
+    order = list(corpora)
+    rows.sort(key=lambda r: (order.index(r["corpus"]), r["mode"] != "fresh", r["threshold"],
+                             r["docs"]))
     for r in rows:
-        small = min((s for s in rows if (s["mode"], s["threshold"]) == (r["mode"], r["threshold"])),
-                    key=lambda s: s["docs"])
+        same = [s for s in rows if (s["mode"], s["corpus"], s["threshold"])
+                == (r["mode"], r["corpus"], r["threshold"])]
+        small = min(same, key=lambda s: s["docs"])
         r["best_vs_smallest"] = round(r["best_us_per_doc"] / small["best_us_per_doc"], 3)
         r["median_vs_smallest"] = round(r["median_us_per_doc"] / small["median_us_per_doc"], 3)
-    return {"rounds": rounds, "thresholds": thresholds, "rows": rows}
+    return {"rounds": rounds, "thresholds": thresholds, "corpora": order, "rows": rows}
 
 
 def markdown_scaling(sc: dict[str, Any]) -> str:
-    header = ["run", "threshold", "docs", "best us/doc", "median us/doc", "best / smallest",
-              "median / smallest", "user us", "system us", "every round"]
+    header = ["corpus", "run", "threshold", "docs", "candidates / doc", "best us/doc",
+              "median us/doc", "best / smallest", "median / smallest", "user us", "system us",
+              "every round"]
     runs = {"fresh": "own process", "in_process": "one process"}
-    body = [[runs[r["mode"]], r["threshold"], f"{r['docs']:,}", r["best_us_per_doc"],
-             r["median_us_per_doc"], f"{r['best_vs_smallest']:.2f}",
-             f"{r['median_vs_smallest']:.2f}", r["best_user_us"], r["best_system_us"],
+    body = [[r.get("corpus", "mix"), runs[r["mode"]], r["threshold"], f"{r['docs']:,}",
+             r.get("candidates_per_doc", ""), r["best_us_per_doc"], r["median_us_per_doc"],
+             f"{r['best_vs_smallest']:.2f}", f"{r['median_vs_smallest']:.2f}",
+             r["best_user_us"], r["best_system_us"],
              ", ".join(f"{x:g}" for x in r["rounds_us_per_doc"])] for r in sc["rows"]]
     return "\n".join([
         "# Dedup time per document as the corpus grows", "",
-        f"`dedup(texts, method=\"minhash\")` on templated resamples (`templated_mix`: 90% the "
+        "`dedup(texts, method=\"minhash\")`, CPU microseconds per document, "
+        f"{sc['rounds']} rounds that each visit every corpus, threshold and size; the best "
+        "round's user and system CPU. *mix*: templated resamples (`templated_mix`: 90% the "
         "LSH-timing corpus, 10% toolformer records, drawn afresh at each size with the same "
-        f"duplicate share), CPU microseconds per document, {sc['rounds']} rounds that each "
-        "visit every threshold and size; the best round's user and system CPU. *Own process*: "
-        "each run alone in a new process after a 300-text warm-up, as the `ctxkit dedup` "
-        "command runs. *One process*: every run one after another in the same process; "
-        "there a small corpus reuses memory malloc kept from the previous run, while a large "
-        "one takes fresh pages from the kernel each time (its system time).", "",
+        "duplicate share); a larger resample holds more of the toolformer set, so each record "
+        "finds more near-duplicate partners (candidates / doc). *replicas*: the smallest mix "
+        "resample in 1, 2, 4, 8 copies that share no letter or digit (`disjoint_replicas`), "
+        "so every size holds the same work per document and any growth is the "
+        "implementation's. *Own process*: each run alone in a new process after a 300-text "
+        "warm-up, as the `ctxkit dedup` command runs. *One process*: every run one after "
+        "another in the same process; there a small corpus reuses memory malloc kept from the "
+        "previous run, while a large one takes fresh pages from the kernel each time (its "
+        "system time).", "",
         *_table(header, body)]) + "\n"
 
 
@@ -1080,12 +1099,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def run_scaling(
     args: argparse.Namespace, sources: dict[str, list[str]], rng: random.Random, sizes: list[int]
 ) -> dict[str, Any]:
-    """``--scaling ROUNDS``: :func:`bench_scaling` on fresh resamples of every size."""
+    """``--scaling ROUNDS``: :func:`bench_scaling` on fresh resamples of every size and on
+    disjoint replicas of the smallest."""
     from evals._common import write_results
 
     tool = sources.get("toolformer") or synthetic_templated(2000, rng)
     resamples = {n: templated_mix(n, sources, tool, rng, sizes[-1]) for n in sizes}
-    res = bench_scaling(resamples, [DEFAULT_THRESHOLD, 0.8], args.scaling)
+    unit = resamples[sizes[0]]
+    replicas = {len(unit) * (n // sizes[0]): disjoint_replicas(unit, n // sizes[0], rng)
+                for n in sizes}
+    res = bench_scaling({"mix": resamples, "replicas": replicas}, [DEFAULT_THRESHOLD, 0.8],
+                        args.scaling)
     res["command"] = "python -m evals.dedup" + (" --quick" if args.quick else "") + (
         f" --scaling {args.scaling}")
     text = markdown_scaling(res)

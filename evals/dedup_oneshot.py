@@ -2,10 +2,11 @@
 
 ``python -m evals.dedup_oneshot TEXTS.pkl THRESHOLD`` loads a pickled list of texts, warms
 up on its first 300, times one run and prints ``{"user_us": .., "system_us": ..}`` per
-document as one JSON line. :func:`evals.dedup.bench_scaling` runs it once per size so that
-every size starts from the same state, as a ``ctxkit dedup`` command does: in one long
-process a small corpus reuses memory that malloc kept from the run before, and a large one
-(arrays past malloc's 32 MB reuse limit) takes fresh pages from the kernel every time.
+document (and the run's LSH candidates per document) as one JSON line.
+:func:`evals.dedup.bench_scaling` runs it once per size so that every size starts from the
+same state, as a ``ctxkit dedup`` command does: in one long process a small corpus reuses
+memory that malloc kept from the run before, and a large one (arrays past malloc's 32 MB
+reuse limit) takes fresh pages from the kernel every time.
 """
 
 from __future__ import annotations
@@ -34,8 +35,11 @@ def time_once(texts: list[str], threshold: float) -> dict[str, float]:
     from ctxkit.deduplication.pipeline import dedup
 
     dedup(texts[:300], "minhash", threshold)  # import and first-call costs stay out
-    user, system = cpu_us_per_doc(lambda: dedup(texts, "minhash", threshold), len(texts))
-    return {"user_us": user, "system_us": system}
+    result = []
+    user, system = cpu_us_per_doc(
+        lambda: result.append(dedup(texts, "minhash", threshold)), len(texts))
+    return {"user_us": user, "system_us": system,
+            "candidates_per_doc": result[0].info["minhash"]["candidates"] / max(1, len(texts))}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -186,6 +186,40 @@ def test_exact_scorer_with_frequent_shingle_bitmaps_is_exact(monkeypatch, bitmap
     assert scorer(pairs, chunk=7).tolist() == pytest.approx(want)
 
 
+@pytest.mark.parametrize("bitmap_bytes", [0, 2 * 8 * 90, 64 << 20])
+def test_exact_scorer_with_bitmaps_per_component_is_exact_across_components(
+        monkeypatch, bitmap_bytes):
+    """Several template families: given the pairs it will score, the scorer picks frequent
+    shingles per connected component (small components pooled). Bits then mean different
+    shingles in different components, so a pair across two components (which callers never
+    ask for, but may) takes the slow path; every pair stays exact."""
+    from ctxkit.deduplication.minhash import _ExactJaccard
+
+    monkeypatch.setattr(_ExactJaccard, "bitmap_bytes", bitmap_bytes)
+    monkeypatch.setattr(_ExactJaccard, "group_min", 4)
+    rng = random.Random(11)
+    templates = ["toolformer: enabled\nA wrapper around Wikipedia. Useful for facts.\n",
+                 "You are a calculator. Answer with a number only, then stop.\n",
+                 "Translate the following sentence into French, keeping names.\n"]
+    words = ["alpha", "beta", "gamma", "delta", "tokyo", "paris", "42", "ok"]
+    texts = [templates[i % 3] + " ".join(rng.choices(words, k=rng.randint(0, 10)))
+             for i in range(60)] + ["", "hello world once", "hello world twice"]
+    # one component per family (a chain through its records), a small pooled one, and
+    # texts no pair names
+    pairs = np.array([(i, i + 3) for i in range(54)] + [(61, 62)])
+    scorer = _ExactJaccard(texts, np.arange(len(texts)), pairs, ngram=5, unit="char",
+                           normalization=None, hashfunc="fast", scheme="affine32")
+    if bitmap_bytes:
+        assert len(scorer.frequent) == 4  # three families and the pool
+    every = np.array([(i, j) for i in range(len(texts)) for j in range(i, len(texts))])
+    want = [exact_jaccard(texts[i], texts[j]) for i, j in every]
+    assert scorer(every, chunk=7).tolist() == pytest.approx(want)
+    none = np.empty((0, 2), dtype=np.int64)
+    empty = _ExactJaccard(texts, none.ravel(), none, ngram=5, unit="char", normalization=None,
+                          hashfunc="fast", scheme="affine32")
+    assert empty(none).tolist() == []
+
+
 def test_exact_scorer_when_normalization_lengthens_texts():
     """NFKC turns one character into several ("⑽" into "(10)"), so a text can have more
     shingles than characters; and the last block of texts here is far longer than the first,

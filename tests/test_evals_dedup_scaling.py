@@ -1,22 +1,48 @@
 """The named check behind the time-per-document figures: ``python -m evals.dedup --scaling N``."""
 
 import json
+import random
 
 from evals.dedup import main
+from evals.dedup_corpus import disjoint_replicas
 
 
-def test_scaling_writes_every_round_per_size_and_threshold(tmp_path):
+def test_scaling_writes_every_round_per_corpus_size_and_threshold(tmp_path):
     res = main(["--quick", "--scaling", "2", "--out", str(tmp_path)])
     rows = res["rows"]
-    assert sorted((r["mode"], r["threshold"], r["docs"]) for r in rows) == [
-        (m, t, n) for m in ("fresh", "in_process") for t in (0.7, 0.8) for n in (1000, 2000)]
+    assert sorted((r["corpus"], r["mode"], r["threshold"], r["docs"]) for r in rows) == [
+        (c, m, t, n) for c in ("mix", "replicas") for m in ("fresh", "in_process")
+        for t in (0.7, 0.8) for n in (1000, 2000)]
     for r in rows:
         assert len(r["rounds_us_per_doc"]) == 2
         assert r["best_us_per_doc"] == min(r["rounds_us_per_doc"]) > 0
         assert abs(r["best_user_us"] + r["best_system_us"] - r["best_us_per_doc"]) < 0.2
+        assert r["candidates_per_doc"] > 0
         if r["docs"] == 1000:
             assert r["best_vs_smallest"] == r["median_vs_smallest"] == 1.0
     saved = json.loads((tmp_path / "dedup_scaling.json").read_text())
     assert saved["command"] == "python -m evals.dedup --quick --scaling 2"
     table = (tmp_path / "dedup_scaling.md").read_text()
-    assert "| own process | 0.8 | 2,000 |" in table and "| one process | 0.7 | 1,000 |" in table
+    assert "| mix | own process | 0.8 | 2,000 |" in table
+    assert "| replicas | one process | 0.7 | 1,000 |" in table
+
+
+def test_disjoint_replicas_hold_the_same_work_per_document():
+    """Copies share no shingle: every candidate and every removal stays inside one copy,
+    and k copies remove about k times what one does (LSH draws differ between copies)."""
+    from ctxkit.deduplication.pipeline import dedup
+
+    rng = random.Random(5)
+    words = [w + str(i) for i in range(40) for w in ("tool", "call", "Paris", "today")]
+    unit = [" ".join(rng.choices(words, k=12)) for _ in range(300)]
+    unit += [t.replace(" ", "  ", 1) + " ok" for t in unit[:100]]  # near-duplicates
+    texts = disjoint_replicas(unit, 3, random.Random(0))
+    assert sorted(len(t) for t in texts) == sorted(len(t) for t in unit * 3)
+    copy = [(ord(t[0]) - 0x4E00) // 36 for t in texts]
+    assert sorted(copy) == [0] * 400 + [1] * 400 + [2] * 400
+    one = dedup(disjoint_replicas(unit, 1, random.Random(0)), "minhash", 0.7)
+    three = dedup(texts, "minhash", 0.7)
+    assert all(copy[a] == copy[b] for a, b in three.pairs.tolist())
+    assert all(copy[i] == copy[j] for i, j in enumerate(three.duplicate_of.tolist()) if j >= 0)
+    assert 0.9 * 3 * one.n_removed <= three.n_removed <= 1.1 * 3 * one.n_removed
+    assert 90 <= one.n_removed <= 100

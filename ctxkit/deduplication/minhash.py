@@ -371,7 +371,9 @@ def band_keys(sig: np.ndarray, bands: int, rows: int, block: int = 4096) -> np.n
         raise ValueError(f"bands * rows = {bands * rows} exceeds num_perm = {sig.shape[1]}")
     if bands < 1 or rows < 1:
         raise ValueError("bands and rows must be positive")
-    out = np.empty((len(sig), bands), dtype=np.uint64)
+    # column-major: candidate generation reads one band at a time, and a band's keys lying
+    # contiguous make that read a copy instead of a strided gather through every row
+    out = np.empty((bands, len(sig)), dtype=np.uint64).T
     # blocks of rows keep every temporary cache-sized and reused: whole-corpus temporaries
     # cost a fresh, page-faulted allocation each, which made this step grow with the corpus
     with np.errstate(over="ignore"):
@@ -501,6 +503,8 @@ def candidate_pairs(
     if n and (ids.min() < 0 or ids.max() >= 1 << 32):
         raise ValueError("candidate_pairs handles row ids in [0, 2**32)")
     live = None if skip is None else ~np.asarray(skip, dtype=bool)
+    if live is not None and live.all():
+        live = None
     if live is not None:
         ids = ids[live]
     codes = []
@@ -723,7 +727,7 @@ def exact_pair_jaccard(
     of pairs in a distributed run).
     """
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    return _ExactJaccard(texts, pairs.ravel(), ngram=ngram, unit=unit,
+    return _ExactJaccard(texts, pairs.ravel(), pairs, ngram=ngram, unit=unit,
                          normalization=normalization, hashfunc=hashfunc, scheme=scheme)(pairs)
 
 
@@ -734,64 +738,98 @@ class _ExactJaccard:
     are kept as one bit each in a small per-text bitmap, so their part of an intersection is
     an AND and a popcount over a few machine words; only the rarer shingles are looked up
     one by one. On templated records that is most of every set (``docs/dedup.md``).
+
+    Given the ``pairs`` it will score, the scorer picks the bitmap's shingles per connected
+    component of those pairs (each component of at least ``group_min`` texts on its own, the
+    small ones pooled): a bitmap of a few thousand shingles then covers each template
+    family, however many families a corpus holds. One choice for all texts covered fewer
+    of each family's shingles the more families a corpus held, so the time per pair grew
+    with the corpus. Any pair is exact, also across components (a slower path).
     """
 
     bitmap_bytes = 64 << 20  # memory for the frequent-shingle bitmaps, all texts together
+    group_min = 64  # texts a component needs to get frequent shingles of its own
 
     def __init__(
-        self, texts: Sequence[str] | dict[int, str], ids: np.ndarray, **options: Any
+        self, texts: Sequence[str] | dict[int, str], ids: np.ndarray,
+        pairs: np.ndarray | None = None, **options: Any,
     ):
-        """``options`` are :func:`hash_values`' shingling options."""
+        """``options`` are :func:`hash_values`' shingling options; ``pairs`` (in ids), when
+        given, the pairs to be scored, whose components choose the frequent shingles."""
         self.ids = _distinct_ids(np.asarray(ids, dtype=np.int64))
         n = len(self.ids)
+        group = np.zeros(n, dtype=np.int64)  # 0: the pool of small components
+        if pairs is not None and n:
+            local = np.searchsorted(self.ids, np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
+            labels = connected_components(n, local)
+            big = np.bincount(labels, minlength=n)[labels] >= self.group_min
+            group[big] = labels[big] + 1
+        # rows are laid out group by group (then by id): each group's texts are hashed
+        # together, with its own frequent shingles
+        order = np.lexsort((np.arange(n), group))
+        self.row = np.empty(n, dtype=np.int64)  # row of the text at each position of ``ids``
+        self.row[order] = np.arange(n)
+        self.group = group[order]
 
         # The texts are hashed again here, a block at a time, rather than kept from the
         # signature pass: only those in surviving pairs are needed (about a fifth of a
         # templated corpus), and keeping every text's hashes took more fresh memory than the
         # signatures themselves, which made the time per document grow with the corpus.
-        def hashes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            values, offsets = hash_values([texts[i] for i in ids.tolist()], **options)
+        def hashes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            values, offsets = hash_values([texts[i] for i in self.ids[order[rows]].tolist()],
+                                          **options)
             return _fold32(values), offsets
 
         words = min(64, self.bitmap_bytes // (8 * max(n, 1)))
-        # the frequent shingles of a spread-out sample of texts stand for the whole: a
-        # template's shingles are in every sample, and any choice keeps the result exact
-        sample = np.unique(np.linspace(0, n - 1, min(n, 256)).astype(np.int64))
-        frequent = _frequent_values(hashes(self.ids[sample])[0], words * 64)
         self.bits = np.zeros((n, max(words, 1)), dtype=np.uint64)
-        table = None
-        if len(frequent):
-            # a direct-mapped table on the top 17 bits (the values are uniform hashes) finds
-            # each shingle's bit in two cache-resident lookups; a frequent value that collides
-            # with a more frequent one is simply treated as rare
-            table = np.full(1 << 17, -1, dtype=np.int32)
-            home = (frequent >> np.uint32(15)).astype(np.int64)
-            table[home[::-1]] = np.arange(len(frequent), dtype=np.int32)[::-1]  # most frequent wins
+        self.frequent: dict[int, np.ndarray] = {}
+        # a direct-mapped table on the top 17 bits (the values are uniform hashes) finds each
+        # frequent shingle's bit in two cache-resident lookups; a frequent value that
+        # collides with a more frequent one is simply treated as rare. One table serves every
+        # group in turn: only the slots a group set are cleared after it.
+        table = np.full(1 << 17, -1, dtype=np.int32)
         # Blocks of texts keep every temporary cache-sized, and each block's rare keys sort on
-        # their own: blocks come in text order, so their sorted runs laid end to end are one
+        # their own: blocks come in row order, so their sorted runs laid end to end are one
         # sorted array, and the work per text does not grow with the corpus.
         rare = np.empty(0, dtype=np.uint64)
         filled, step = 0, 2048
-        for d0 in range(0, n, step):
-            d1 = min(d0 + step, n)
-            v, offsets = hashes(self.ids[d0:d1])
-            doc = np.repeat(np.arange(d0, d1, dtype=np.uint64), np.diff(offsets))
-            if table is not None:
-                slot = table[v >> np.uint32(15)]
-                common = (slot >= 0) & (frequent[np.maximum(slot, 0)] == v)
-                self._set_bits(d0, (doc[common] - np.uint64(d0)).astype(np.intp), slot[common])
-                doc, v = doc[~common], v[~common]
-            part = _unique((doc << np.uint64(32)) | v.astype(np.uint64))
-            if filled + len(part) > len(rare):
-                # room for all texts at the rate of the blocks so far, and a quarter more:
-                # the exact size is known only at the end, and an upper bound (one key per
-                # character) could be far more address space than the machine has
-                need = filled + len(part)
-                grown = np.empty(max(need, int(need * n / d1 * 1.25) + 1024), dtype=np.uint64)
-                grown[:filled] = rare[:filled]
-                rare = grown
-            rare[filled : filled + len(part)] = part
-            filled += len(part)
+        cuts = (np.flatnonzero(np.diff(self.group)) + 1).tolist()
+        for g0, g1 in zip([0, *cuts], [*cuts, n]) if n else ():
+            # the frequent shingles of a spread-out sample of the group stand for it: a
+            # template's shingles are in every sample, and any choice keeps the result exact
+            size = g1 - g0
+            k = min(size, 256 if self.group[g0] == 0 else max(16, min(256, size // 4)))
+            sample = np.unique(np.linspace(g0, g1 - 1, k).astype(np.int64))
+            frequent = _frequent_values(hashes(sample)[0], words * 64) if words else None
+            home = None
+            if frequent is not None and len(frequent):
+                self.frequent[int(self.group[g0])] = frequent
+                home = (frequent >> np.uint32(15)).astype(np.int64)
+                # the most frequent wins a shared slot
+                table[home[::-1]] = np.arange(len(frequent), dtype=np.int32)[::-1]
+            for d0 in range(g0, g1, step):
+                d1 = min(d0 + step, g1)
+                v, offsets = hashes(np.arange(d0, d1))
+                doc = np.repeat(np.arange(d0, d1, dtype=np.uint64), np.diff(offsets))
+                if home is not None:
+                    slot = table[v >> np.uint32(15)]
+                    common = (slot >= 0) & (frequent[np.maximum(slot, 0)] == v)
+                    self._set_bits(d0, (doc[common] - np.uint64(d0)).astype(np.intp),
+                                   slot[common])
+                    doc, v = doc[~common], v[~common]
+                part = _unique((doc << np.uint64(32)) | v.astype(np.uint64))
+                if filled + len(part) > len(rare):
+                    # room for all texts at the rate of the blocks so far, and a quarter more:
+                    # the exact size is known only at the end, and an upper bound (one key
+                    # per character) could be far more address space than the machine has
+                    need = filled + len(part)
+                    grown = np.empty(max(need, int(need * n / d1 * 1.25) + 1024), dtype=np.uint64)
+                    grown[:filled] = rare[:filled]
+                    rare = grown
+                rare[filled : filled + len(part)] = part
+                filled += len(part)
+            if home is not None:
+                table[home] = -1
         rare = rare[:filled]
         rare_offsets = np.searchsorted(rare, np.arange(n + 1, dtype=np.uint64) << np.uint64(32))
         self.rare = (rare, rare_offsets.astype(np.int64))
@@ -816,17 +854,31 @@ class _ExactJaccard:
             self.bits[d0 + b * texts : d0 + b * texts + rows] = packed
 
     def __call__(self, pairs: np.ndarray, chunk: int | None = None) -> np.ndarray:
-        pairs = np.searchsorted(self.ids, np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
+        pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        pairs = self.row[np.searchsorted(self.ids, pairs)]
         inter = _intersections(*self.rare, pairs)
         # bitmap rows are copied about 2 MB at a time: a larger copy is fresh memory from the
         # kernel on every call (beyond malloc's reuse), which grew the time per pair with
         # the corpus
-        chunk = chunk or max(1, (1 << 21) // self.bits[:1].nbytes)
+        chunk = chunk or max(1, (1 << 21) // (8 * self.bits.shape[1]))
         for s in range(0, len(pairs), chunk):
             p = pairs[s : s + chunk]
             both = np.take(self.bits, p[:, 0], axis=0) & np.take(self.bits, p[:, 1], axis=0)
             inter[s : s + chunk] += np.bitwise_count(both).sum(axis=1, dtype=np.int64)
+        # bits mean different shingles in different groups: such pairs are counted anew
+        for i in np.flatnonzero(self.group[pairs[:, 0]] != self.group[pairs[:, 1]]).tolist():
+            a, b = pairs[i].tolist()
+            inter[i] = len(np.intersect1d(self._set(a), self._set(b), assume_unique=True))
         return _jaccard(inter, self.sizes[pairs[:, 0]] + self.sizes[pairs[:, 1]])
+
+    def _set(self, row: int) -> np.ndarray:
+        """The shingle values of one row: its rare keys' values and its bits' shingles."""
+        rare, offsets = self.rare
+        own = (rare[offsets[row] : offsets[row + 1]] & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        bits = np.flatnonzero(np.unpackbits(self.bits[row].view(np.uint8), bitorder="little"))
+        if len(bits) == 0:
+            return own
+        return np.concatenate([own, self.frequent[int(self.group[row])][bits]])
 
 
 def _fold32(values: np.ndarray) -> np.ndarray:
@@ -866,8 +918,8 @@ def _verify_exact(
     unsure = np.abs(scores - threshold) < margin
     exact = None
     if keep_scorer or unsure.any():
-        exact = _ExactJaccard(texts, (pairs if keep_scorer else pairs[unsure]).ravel(),
-                              **options)
+        scored = pairs if keep_scorer else pairs[unsure]
+        exact = _ExactJaccard(texts, scored.ravel(), scored, **options)
     linked, linked_scores = link_pairs(len(sig), pairs, scores, threshold, margin, exact,
                                        big=len(sig) if big is None else big)
     return linked, linked_scores, exact
