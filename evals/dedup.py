@@ -532,6 +532,7 @@ def _speed_rows(
         row = {"corpus": name, "docs": n, "threshold": t,
                "ctxkit_cpu_s": round(mine["cpu_s"], 3), "ctxkit_wall_s": round(mine["wall_s"], 3),
                "ctxkit_us_per_doc_cpu": round(1e6 * mine["cpu_s"] / n, 1),
+               "ctxkit_median_us_per_doc_cpu": round(1e6 * mine["median_cpu_s"] / n, 1),
                "removed": res.n_removed,
                "candidates_per_doc": round(res.info["minhash"]["candidates"] / n, 2),
                "largest_cluster": max((len(c) for c in res.clusters), default=0)}
@@ -843,15 +844,20 @@ def _markdown_templated(ts: dict[str, Any]) -> list[str]:
              " description; mix: a resample drawn afresh at each size, 90% the LSH-timing"
              " corpus and 10% toolformer records drawn with replacement from a share of the"
              " records proportional to the size, so duplicates are as frequent at every size."
-             " us/doc: CPU microseconds per document; it should stay flat as the corpus"
-             " grows:", ""]
-    header = ["corpus", "docs", "threshold", "ctxkit CPU s", "us/doc", "candidates/doc",
+             " us/doc: CPU microseconds per document (best round; median of the rounds"
+             " beside it, the fairer across sizes, as a short run fits in a quiet spell of"
+             " the machine more often); it should stay flat as the corpus grows:", ""]
+    header = ["corpus", "docs", "threshold", "ctxkit CPU s", "us/doc", "median us/doc",
+              "candidates/doc",
               "removed", "largest cluster", "datasketch CPU s", "datasketch us/doc",
               "ctxkit speedup", "rensa CPU s", "rensa us/doc", "ctxkit speedup vs rensa"]
     body = []
     for r in ts["rows"]:
         row = [r["corpus"], f"{r['docs']:,}", r["threshold"], f"{r['ctxkit_cpu_s']:.2f}",
-               f"{r['ctxkit_us_per_doc_cpu']:.0f}", f"{r.get('candidates_per_doc', '-')}",
+               f"{r['ctxkit_us_per_doc_cpu']:.0f}",
+               f"{r['ctxkit_median_us_per_doc_cpu']:.0f}"
+               if "ctxkit_median_us_per_doc_cpu" in r else "-",
+               f"{r.get('candidates_per_doc', '-')}",
                f"{r['removed']:,}", f"{r['largest_cluster']:,}"]
         for lib in ("datasketch", "rensa"):
             have = f"{lib}_cpu_s" in r

@@ -52,16 +52,23 @@ def best_timed(fn: Callable[[], Any], repeats: int) -> tuple[float, float, Any]:
 
 
 def interleaved(runs: dict[str, Callable[[], Any]], repeats: int) -> dict[str, dict[str, float]]:
-    """Run every method once per round, `repeats` rounds; keep each method's best round.
+    """Run every method once per round, `repeats` rounds; keep each method's best round
+    (``wall_s``, ``cpu_s``) and its median CPU (``median_cpu_s``).
 
     Every other round runs the methods in reverse order, so a machine that slows down or
-    speeds up within a round does not favour the methods that come first."""
+    speeds up within a round does not favour the methods that come first. The median is the
+    fairer figure across run lengths: a short run fits in a quiet spell of a shared machine
+    more often than a long one, so the best round favours short runs."""
+    cpus: dict[str, list[float]] = {}
     best: dict[str, dict[str, float]] = {}
     for r in range(repeats):
         for name, fn in list(runs.items())[:: -1 if r % 2 else 1]:
             wall, cpu, _ = timed(fn)
+            cpus.setdefault(name, []).append(cpu)
             b = best.setdefault(name, {"wall_s": wall, "cpu_s": cpu})
             b["wall_s"], b["cpu_s"] = min(b["wall_s"], wall), min(b["cpu_s"], cpu)
+    for name, b in best.items():
+        b["median_cpu_s"] = float(np.median(cpus[name]))
     return best
 
 
