@@ -620,8 +620,8 @@ def markdown_scaling(sc: dict[str, Any]) -> str:
               "median us/doc", "best / smallest", "median / smallest", "user us", "system us",
               "every round"]
     runs = {"fresh": "own process", "in_process": "one process"}
-    body = [[r.get("corpus", "mix"), runs[r["mode"]], r["threshold"], f"{r['docs']:,}",
-             r.get("candidates_per_doc", ""), r["best_us_per_doc"], r["median_us_per_doc"],
+    body = [[r["corpus"], runs[r["mode"]], r["threshold"], f"{r['docs']:,}",
+             r["candidates_per_doc"], r["best_us_per_doc"], r["median_us_per_doc"],
              f"{r['best_vs_smallest']:.2f}", f"{r['median_vs_smallest']:.2f}",
              r["best_user_us"], r["best_system_us"],
              ", ".join(f"{x:g}" for x in r["rounds_us_per_doc"])] for r in sc["rows"]]
@@ -855,8 +855,7 @@ def _markdown_templated(ts: dict[str, Any]) -> list[str]:
     for r in ts["rows"]:
         row = [r["corpus"], f"{r['docs']:,}", r["threshold"], f"{r['ctxkit_cpu_s']:.2f}",
                f"{r['ctxkit_us_per_doc_cpu']:.0f}",
-               f"{r['ctxkit_median_us_per_doc_cpu']:.0f}"
-               if "ctxkit_median_us_per_doc_cpu" in r else "-",
+               f"{r['ctxkit_median_us_per_doc_cpu']:.0f}",
                f"{r.get('candidates_per_doc', '-')}",
                f"{r['removed']:,}", f"{r['largest_cluster']:,}"]
         for lib in ("datasketch", "rensa"):

@@ -800,9 +800,11 @@ class _ExactJaccard:
             size = g1 - g0
             k = min(size, 256 if self.group[g0] == 0 else max(16, min(256, size // 4)))
             sample = np.unique(np.linspace(g0, g1 - 1, k).astype(np.int64))
-            frequent = _frequent_values(hashes(sample)[0], words * 64) if words else None
+            # without bitmap words there is nothing to choose, and no sample to hash
+            frequent = (_frequent_values(hashes(sample)[0], words * 64) if words
+                        else np.empty(0, dtype=np.uint32))
             home = None
-            if frequent is not None and len(frequent):
+            if len(frequent):
                 self.frequent[int(self.group[g0])] = frequent
                 home = (frequent >> np.uint32(15)).astype(np.int64)
                 # the most frequent wins a shared slot
