@@ -126,6 +126,27 @@ def _unique(x: np.ndarray) -> np.ndarray:
     return x[keep]
 
 
+def _unique_keys(keys: np.ndarray, piece: int = 1 << 14) -> np.ndarray:
+    """:func:`_unique` of ``text << 32 | value`` keys whose texts ascend (as hashed), sorted
+    in pieces of about ``piece`` keys cut between texts: the pieces laid end to end are one
+    sorted array, and a sort of cache-sized pieces costs the same per key however many
+    texts there are (one sort of all of them grows with the log of their number and falls
+    out of the cache).
+
+    Example:
+        >>> keys = (np.array([0, 0, 1, 1, 1], dtype=np.uint64) << np.uint64(32)) | np.array(
+        ...     [5, 5, 9, 2, 9], dtype=np.uint64)
+        >>> (_unique_keys(keys, piece=2) & np.uint64(0xFFFFFFFF)).tolist()
+        [5, 2, 9]
+    """
+    if len(keys) <= piece:
+        return _unique(keys)
+    text = keys >> np.uint64(32)
+    cuts = np.searchsorted(text, text[piece::piece])  # the first key of a text, every piece
+    cuts = np.unique(np.concatenate([[0], cuts, [len(keys)]]))
+    return np.concatenate([_unique(keys[a:b]) for a, b in zip(cuts[:-1], cuts[1:])])
+
+
 def _distinct_ids(ids: np.ndarray) -> np.ndarray:
     """Sorted distinct non-negative ids: a mark per id where the ids are dense (linear; every
     text of a pair list, say), else :func:`_unique`."""
@@ -322,8 +343,20 @@ def signatures(
 
 
 def empty_rows(sig: np.ndarray) -> np.ndarray:
-    """True for signatures of texts without shingles (every entry the dtype maximum)."""
-    return (sig == np.iinfo(sig.dtype).max).all(axis=1)
+    """True for signatures of texts without shingles (every entry the dtype maximum).
+
+    Only rows whose first entry is the maximum are compared whole: a comparison of the whole
+    matrix at once was a temporary a quarter of its size, fresh memory on every call.
+
+    Example:
+        >>> empty_rows(np.array([[7, 2**32 - 1], [2**32 - 1] * 2], dtype=np.uint32)).tolist()
+        [False, True]
+    """
+    top = np.iinfo(sig.dtype).max
+    empty = sig[:, 0] == top if sig.shape[1] else np.ones(len(sig), dtype=bool)
+    maybe = np.flatnonzero(empty)
+    empty[maybe] = (sig[maybe] == top).all(axis=1)
+    return empty
 
 
 def candidate_probability(
@@ -626,7 +659,7 @@ def shingle_sets(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, n
     if n >= 1 << 32:
         raise ValueError("shingle_sets handles fewer than 2**32 texts per call")
     doc = np.repeat(np.arange(n, dtype=np.uint64), np.diff(offsets))
-    keys = _unique((doc << np.uint64(32)) | values.astype(np.uint64))
+    keys = _unique_keys((doc << np.uint64(32)) | values.astype(np.uint64))
     set_offsets = np.searchsorted(keys, np.arange(n + 1, dtype=np.uint64) << np.uint64(32))
     return keys, set_offsets.astype(np.int64)
 
@@ -789,10 +822,11 @@ class _ExactJaccard:
         # group in turn: only the slots a group set are cleared after it.
         table = np.full(1 << 17, -1, dtype=np.int32)
         # Blocks of texts keep every temporary cache-sized, and each block's rare keys sort on
-        # their own: blocks come in row order, so their sorted runs laid end to end are one
-        # sorted array, and the work per text does not grow with the corpus.
-        rare = np.empty(0, dtype=np.uint64)
-        filled, step = 0, 2048
+        # their own (in pieces, :func:`_unique_keys`): blocks come in row order, so their
+        # sorted runs laid end to end are one sorted array, and the work per text does not
+        # grow with the corpus.
+        parts: list[np.ndarray] = []
+        step = 2048
         cuts = (np.flatnonzero(np.diff(self.group)) + 1).tolist()
         for g0, g1 in zip([0, *cuts], [*cuts, n]) if n else ():
             # the frequent shingles of a spread-out sample of the group stand for it: a
@@ -819,20 +853,12 @@ class _ExactJaccard:
                     self._set_bits(d0, (doc[common] - np.uint64(d0)).astype(np.intp),
                                    slot[common])
                     doc, v = doc[~common], v[~common]
-                part = _unique((doc << np.uint64(32)) | v.astype(np.uint64))
-                if filled + len(part) > len(rare):
-                    # room for all texts at the rate of the blocks so far, and a quarter more:
-                    # the exact size is known only at the end, and an upper bound (one key
-                    # per character) could be far more address space than the machine has
-                    need = filled + len(part)
-                    grown = np.empty(max(need, int(need * n / d1 * 1.25) + 1024), dtype=np.uint64)
-                    grown[:filled] = rare[:filled]
-                    rare = grown
-                rare[filled : filled + len(part)] = part
-                filled += len(part)
+                parts.append(_unique_keys((doc << np.uint64(32)) | v.astype(np.uint64)))
             if home is not None:
                 table[home] = -1
-        rare = rare[:filled]
+        # one copy at the end: a buffer grown as the blocks came copied its keys again at
+        # every growth (the final size is known only now)
+        rare = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
         rare_offsets = np.searchsorted(rare, np.arange(n + 1, dtype=np.uint64) << np.uint64(32))
         self.rare = (rare, rare_offsets.astype(np.int64))
         self.sizes = np.bitwise_count(self.bits).sum(axis=1, dtype=np.int64) + np.diff(
