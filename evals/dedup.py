@@ -595,14 +595,21 @@ def bench_scaling(
                             cpu_us_per_doc(functools.partial(dedup, texts, "minhash", t), n))
     rows = []
     for (mode, name, t, n), times in runs.items():
-        totals = sorted(u + s for u, s in times)
+        totals = [u + s for u, s in times]  # in round order
         user, system = min(times, key=sum)
+        # Each round's time over the smallest size's in the same round: the two ran minutes
+        # apart, so a slow spell of the machine (rounds of one size spread by 15-30%) mostly
+        # divides out, where a ratio of two sizes' best or median rounds keeps it.
+        small = runs[mode, name, t, min(corpora[name])]
+        paired = [total / sum(base) for total, base in zip(totals, small)]
         rows.append({"mode": mode, "corpus": name, "threshold": t, "docs": n,
                      "candidates_per_doc": round(candidates[name, t, n], 2),
-                     "best_us_per_doc": round(totals[0], 1),
+                     "best_us_per_doc": round(min(totals), 1),
                      "median_us_per_doc": round(float(np.median(totals)), 1),
                      "best_user_us": round(user, 1), "best_system_us": round(system, 1),
-                     "rounds_us_per_doc": [round(x, 1) for x in totals]})
+                     "rounds_us_per_doc": [round(x, 1) for x in totals],
+                     "median_paired_ratio": round(float(np.median(paired)), 3),
+                     "paired_ratios": [round(x, 3) for x in paired]})
     order = list(corpora)
     rows.sort(key=lambda r: (order.index(r["corpus"]), r["mode"] != "fresh", r["threshold"],
                              r["docs"]))
@@ -617,29 +624,32 @@ def bench_scaling(
 
 def markdown_scaling(sc: dict[str, Any]) -> str:
     header = ["corpus", "run", "threshold", "docs", "candidates / doc", "best us/doc",
-              "median us/doc", "best / smallest", "median / smallest", "user us", "system us",
-              "every round"]
+              "median us/doc", "user us", "system us", "every round", "x smallest (median)",
+              "x smallest, every round"]
     runs = {"fresh": "own process", "in_process": "one process"}
     body = [[r["corpus"], runs[r["mode"]], r["threshold"], f"{r['docs']:,}",
              r["candidates_per_doc"], r["best_us_per_doc"], r["median_us_per_doc"],
-             f"{r['best_vs_smallest']:.2f}", f"{r['median_vs_smallest']:.2f}",
              r["best_user_us"], r["best_system_us"],
-             ", ".join(f"{x:g}" for x in r["rounds_us_per_doc"])] for r in sc["rows"]]
+             ", ".join(f"{x:g}" for x in r["rounds_us_per_doc"]),
+             f"**{r['median_paired_ratio']:.2f}**",
+             ", ".join(f"{x:.2f}" for x in r["paired_ratios"])] for r in sc["rows"]]
     return "\n".join([
         "# Dedup time per document as the corpus grows", "",
-        "`dedup(texts, method=\"minhash\")`, CPU microseconds per document, "
-        f"{sc['rounds']} rounds that each visit every corpus, threshold and size; the best "
-        "round's user and system CPU. *mix*: templated resamples (`templated_mix`: 90% the "
-        "LSH-timing corpus, 10% toolformer records, drawn afresh at each size with the same "
-        "duplicate share); a larger resample holds more of the toolformer set, so each record "
-        "finds more near-duplicate partners (candidates / doc). *replicas*: the smallest mix "
-        "resample in 1, 2, 4, 8 copies that share no letter or digit (`disjoint_replicas`), "
-        "so every size holds the same work per document and any growth is the "
-        "implementation's. *Own process*: each run alone in a new process after a 300-text "
-        "warm-up, as the `ctxkit dedup` command runs. *One process*: every run one after "
-        "another in the same process; there a small corpus reuses memory malloc kept from the "
-        "previous run, while a large one takes fresh pages from the kernel each time (its "
-        "system time).", "",
+        f"`dedup(texts, method=\"minhash\")`, CPU microseconds per document, {sc['rounds']} "
+        "rounds that each visit every corpus, threshold and size (every round in order); the "
+        "best round's user and system CPU. *x smallest*: each round's time over the smallest "
+        "size's in the same round (minutes apart, so a slow spell of the shared machine "
+        "mostly divides out), and their median. *mix*: templated resamples (`templated_mix`: "
+        "90% the LSH-timing corpus, 10% toolformer records, drawn afresh at each size with "
+        "the same duplicate share); a larger resample holds more of the toolformer set, so "
+        "each record finds more near-duplicate partners (candidates / doc). *replicas*: the "
+        "smallest mix resample in 1, 2, 4, 8 copies that share no letter or digit "
+        "(`disjoint_replicas`), so every size holds the same work per document and any growth"
+        " is the implementation's. *Own process*: each run alone in a new process after a "
+        "300-text warm-up, as the `ctxkit dedup` command runs. *One process*: every run one "
+        "after another in the same process; there a small corpus reuses memory malloc kept "
+        "from the previous run, while a large one takes fresh pages from the kernel each time"
+        " (its system time).", "",
         *_table(header, body)]) + "\n"
 
 

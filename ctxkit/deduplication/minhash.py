@@ -821,22 +821,33 @@ class _ExactJaccard:
         # collides with a more frequent one is simply treated as rare. One table serves every
         # group in turn: only the slots a group set are cleared after it.
         table = np.full(1 << 17, -1, dtype=np.int32)
+        step = 2048
+        cuts = (np.flatnonzero(np.diff(self.group)) + 1).tolist()
+        spans = list(zip([0, *cuts], [*cuts, n])) if n else []
+        # First each group's frequent shingles: those of a spread-out sample of the group
+        # stand for it (a template's shingles are in every sample, and any choice keeps the
+        # result exact). The samples also size the key buffer.
+        chosen = []
+        reserve = 1024
+        for g0, g1 in spans:
+            size = g1 - g0
+            k = min(size, 256 if self.group[g0] == 0 else max(16, min(256, size // 4)))
+            sample = np.unique(np.linspace(g0, g1 - 1, k).astype(np.int64))
+            values = hashes(sample)[0]
+            # without bitmap words there is nothing to choose
+            chosen.append(_frequent_values(values, words * 64) if words
+                          else np.empty(0, dtype=np.uint32))
+            # a group's rare keys are at most its shingles: the sample's per text, scaled
+            reserve += int(1.25 * size * len(values) / len(sample))
+        # Room reserved for every key, filled in place: pages past the last key are never
+        # touched, while keys kept in parts and joined at the end were fresh memory twice.
+        rare = np.empty(reserve, dtype=np.uint64)
+        filled = 0
         # Blocks of texts keep every temporary cache-sized, and each block's rare keys sort on
         # their own (in pieces, :func:`_unique_keys`): blocks come in row order, so their
         # sorted runs laid end to end are one sorted array, and the work per text does not
         # grow with the corpus.
-        parts: list[np.ndarray] = []
-        step = 2048
-        cuts = (np.flatnonzero(np.diff(self.group)) + 1).tolist()
-        for g0, g1 in zip([0, *cuts], [*cuts, n]) if n else ():
-            # the frequent shingles of a spread-out sample of the group stand for it: a
-            # template's shingles are in every sample, and any choice keeps the result exact
-            size = g1 - g0
-            k = min(size, 256 if self.group[g0] == 0 else max(16, min(256, size // 4)))
-            sample = np.unique(np.linspace(g0, g1 - 1, k).astype(np.int64))
-            # without bitmap words there is nothing to choose, and no sample to hash
-            frequent = (_frequent_values(hashes(sample)[0], words * 64) if words
-                        else np.empty(0, dtype=np.uint32))
+        for (g0, g1), frequent in zip(spans, chosen):
             home = None
             if len(frequent):
                 self.frequent[int(self.group[g0])] = frequent
@@ -853,12 +864,16 @@ class _ExactJaccard:
                     self._set_bits(d0, (doc[common] - np.uint64(d0)).astype(np.intp),
                                    slot[common])
                     doc, v = doc[~common], v[~common]
-                parts.append(_unique_keys((doc << np.uint64(32)) | v.astype(np.uint64)))
+                part = _unique_keys((doc << np.uint64(32)) | v.astype(np.uint64))
+                if filled + len(part) > len(rare):  # a sample that understated its group
+                    grown = np.empty(max(2 * len(rare), filled + len(part)), dtype=np.uint64)
+                    grown[:filled] = rare[:filled]
+                    rare = grown
+                rare[filled : filled + len(part)] = part
+                filled += len(part)
             if home is not None:
                 table[home] = -1
-        # one copy at the end: a buffer grown as the blocks came copied its keys again at
-        # every growth (the final size is known only now)
-        rare = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+        rare = rare[:filled]
         rare_offsets = np.searchsorted(rare, np.arange(n + 1, dtype=np.uint64) << np.uint64(32))
         self.rare = (rare, rare_offsets.astype(np.int64))
         self.sizes = np.bitwise_count(self.bits).sum(axis=1, dtype=np.int64) + np.diff(
