@@ -222,8 +222,9 @@ def test_exact_scorer_with_bitmaps_per_component_is_exact_across_components(
 
 def test_exact_scorer_when_normalization_lengthens_texts():
     """NFKC turns one character into several ("⑽" into "(10)"), so a text can have more
-    shingles than characters; and the last block of texts here is far longer than the first,
-    so the scorer's key buffer, sized from the first, must grow. Both stay exact."""
+    shingles than characters; and the texts the scorer samples (256 spread over the group)
+    are short here while the others are long, so its key buffer, sized from the sample,
+    must grow. Both stay exact."""
     import unicodedata
 
     from ctxkit.deduplication.minhash import _ExactJaccard
@@ -231,7 +232,8 @@ def test_exact_scorer_when_normalization_lengthens_texts():
     rng = random.Random(3)
     long = [c for c in map(chr, range(0x2000, 0x10000))
             if len(unicodedata.normalize("NFKC", c)) >= 4][:60]
-    texts = ["".join(rng.choices(long, k=rng.randint(0, 40 if i < 2048 else 4000)))
+    sampled = set(np.linspace(0, 2099, 256).astype(np.int64).tolist())
+    texts = ["".join(rng.choices(long, k=rng.randint(0, 5 if i in sampled else 600)))
              for i in range(2100)]
     scorer = _ExactJaccard(texts, np.arange(len(texts)), ngram=5, unit="char",
                            normalization=Normalization(), hashfunc="fast", scheme="affine32")
