@@ -556,10 +556,12 @@ def bench_scaling(
     ``ctxkit dedup`` command runs. ``in_process``: all runs one after another in this
     process, as a library caller in a loop; there a small corpus reuses the memory malloc
     kept from the run before while a large one takes fresh pages from the kernel each time,
-    so its system time grows. ``rounds`` rounds each visit every mode, corpus, threshold and
-    size (smallest first, then largest first), so a slow spell of the shared machine lands
-    on all sizes alike. User and system CPU are kept apart; each row also gives the LSH
-    candidates per document, the work that grows with the data.
+    so its system time grows. ``rounds`` rounds each visit every corpus, threshold, mode and
+    larger size (in alternating order), with the smallest size run just before and just
+    after each larger one: a larger run's *paired ratio* is its time over the mean of those
+    two neighbours, from which a slow spell of the shared machine mostly divides out. User
+    and system CPU are kept apart; each row also gives the LSH candidates per document, the
+    work that grows with the data.
     """
     import subprocess
     import tempfile
@@ -570,6 +572,7 @@ def bench_scaling(
     first = next(iter(corpora.values()))
     dedup(next(iter(first.values()))[:300], "minhash")  # warm caches and code paths
     runs: dict[tuple[str, str, float, int], list[tuple[float, float]]] = {}
+    paired: dict[tuple[str, str, float, int], list[float]] = {}
     candidates: dict[tuple[str, float, int], float] = {}
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -578,38 +581,51 @@ def bench_scaling(
             for n, texts in resamples.items():
                 files[name, n] = Path(tmp) / f"{name}-{n}.pkl"
                 files[name, n].write_bytes(pickle.dumps(texts, protocol=pickle.HIGHEST_PROTOCOL))
+        def run(mode: str, name: str, t: float, n: int) -> float:
+            """One timed run; its user + system us per document."""
+            if mode == "fresh":
+                out = subprocess.run(
+                    [sys.executable, "-m", "evals.dedup_oneshot", str(files[name, n]), str(t)],
+                    cwd=root, check=True, capture_output=True, text=True).stdout
+                one = json.loads(out.strip().splitlines()[-1])
+                candidates[name, t, n] = one["candidates_per_doc"]
+                times = (one["user_us"], one["system_us"])
+            else:
+                times = cpu_us_per_doc(
+                    functools.partial(dedup, corpora[name][n], "minhash", t), n)
+            runs.setdefault((mode, name, t, n), []).append(times)
+            return sum(times)
+
         for r in range(rounds):
             for name, resamples in corpora.items():
+                small, *larger = sorted(resamples)
+                # every other round visits the sizes largest first, so a machine that slows
+                # down or speeds up over a round does not favour one end of the table
                 for t in thresholds:
-                    # every other round visits the sizes largest first, so a machine that slows
-                    # down or speeds up over a round does not favour one end of the table
-                    for n, texts in list(resamples.items())[:: -1 if r % 2 else 1]:
-                        out = subprocess.run(
-                            [sys.executable, "-m", "evals.dedup_oneshot", str(files[name, n]),
-                             str(t)], cwd=root, check=True, capture_output=True, text=True).stdout
-                        one = json.loads(out.strip().splitlines()[-1])
-                        candidates[name, t, n] = one["candidates_per_doc"]
-                        runs.setdefault(("fresh", name, t, n), []).append(
-                            (one["user_us"], one["system_us"]))
-                        runs.setdefault(("in_process", name, t, n), []).append(
-                            cpu_us_per_doc(functools.partial(dedup, texts, "minhash", t), n))
+                    for mode in ("fresh", "in_process"):
+                        before = run(mode, name, t, small)
+                        for n in larger[:: -1 if r % 2 else 1]:
+                            this = run(mode, name, t, n)
+                            after = run(mode, name, t, small)
+                            # the smallest size runs just before and just after each larger
+                            # one: a slow spell of the shared machine (rounds of one size
+                            # spread by 15-30%) mostly divides out of the ratio
+                            paired.setdefault((mode, name, t, n), []).append(
+                                this / ((before + after) / 2))
+                            before = after
     rows = []
     for (mode, name, t, n), times in runs.items():
-        totals = [u + s for u, s in times]  # in round order
+        totals = [u + s for u, s in times]  # in the order they ran
         user, system = min(times, key=sum)
-        # Each round's time over the smallest size's in the same round: the two ran minutes
-        # apart, so a slow spell of the machine (rounds of one size spread by 15-30%) mostly
-        # divides out, where a ratio of two sizes' best or median rounds keeps it.
-        small = runs[mode, name, t, min(corpora[name])]
-        paired = [total / sum(base) for total, base in zip(totals, small)]
+        ratios = paired.get((mode, name, t, n), [1.0] * len(totals))
         rows.append({"mode": mode, "corpus": name, "threshold": t, "docs": n,
                      "candidates_per_doc": round(candidates[name, t, n], 2),
                      "best_us_per_doc": round(min(totals), 1),
                      "median_us_per_doc": round(float(np.median(totals)), 1),
                      "best_user_us": round(user, 1), "best_system_us": round(system, 1),
                      "rounds_us_per_doc": [round(x, 1) for x in totals],
-                     "median_paired_ratio": round(float(np.median(paired)), 3),
-                     "paired_ratios": [round(x, 3) for x in paired]})
+                     "median_paired_ratio": round(float(np.median(ratios)), 3),
+                     "paired_ratios": [round(x, 3) for x in ratios]})
     order = list(corpora)
     rows.sort(key=lambda r: (order.index(r["corpus"]), r["mode"] != "fresh", r["threshold"],
                              r["docs"]))
@@ -636,10 +652,11 @@ def markdown_scaling(sc: dict[str, Any]) -> str:
     return "\n".join([
         "# Dedup time per document as the corpus grows", "",
         f"`dedup(texts, method=\"minhash\")`, CPU microseconds per document, {sc['rounds']} "
-        "rounds that each visit every corpus, threshold and size (every round in order); the "
-        "best round's user and system CPU. *x smallest*: each round's time over the smallest "
-        "size's in the same round (minutes apart, so a slow spell of the shared machine "
-        "mostly divides out), and their median. *mix*: templated resamples (`templated_mix`: "
+        "rounds that each visit every corpus, threshold, run and larger size, with the "
+        "smallest size run just before and just after each larger one (every run in order; "
+        "the best run's user and system CPU). *x smallest*: each run of a larger size over "
+        "the mean of the smallest-size runs beside it, so a slow spell of the shared machine "
+        "mostly divides out, and their median. *mix*: templated resamples (`templated_mix`: "
         "90% the LSH-timing corpus, 10% toolformer records, drawn afresh at each size with "
         "the same duplicate share); a larger resample holds more of the toolformer set, so "
         "each record finds more near-duplicate partners (candidates / doc). *replicas*: the "
