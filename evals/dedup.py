@@ -581,6 +581,7 @@ def bench_scaling(
             for n, texts in resamples.items():
                 files[name, n] = Path(tmp) / f"{name}-{n}.pkl"
                 files[name, n].write_bytes(pickle.dumps(texts, protocol=pickle.HIGHEST_PROTOCOL))
+
         def run(mode: str, name: str, t: float, n: int) -> float:
             """One timed run; its user + system us per document."""
             if mode == "fresh":
@@ -599,17 +600,15 @@ def bench_scaling(
         for r in range(rounds):
             for name, resamples in corpora.items():
                 small, *larger = sorted(resamples)
-                # every other round visits the sizes largest first, so a machine that slows
-                # down or speeds up over a round does not favour one end of the table
                 for t in thresholds:
                     for mode in ("fresh", "in_process"):
+                        # the smallest size runs just before and just after each larger one
+                        # (the paired ratio, see above); every other round visits the larger
+                        # sizes largest first, so a drift over a round favours neither end
                         before = run(mode, name, t, small)
                         for n in larger[:: -1 if r % 2 else 1]:
                             this = run(mode, name, t, n)
                             after = run(mode, name, t, small)
-                            # the smallest size runs just before and just after each larger
-                            # one: a slow spell of the shared machine (rounds of one size
-                            # spread by 15-30%) mostly divides out of the ratio
                             paired.setdefault((mode, name, t, n), []).append(
                                 this / ((before + after) / 2))
                             before = after
