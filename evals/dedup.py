@@ -648,6 +648,17 @@ def markdown_scaling(sc: dict[str, Any]) -> str:
              ", ".join(f"{x:g}" for x in r["rounds_us_per_doc"]),
              f"**{r['median_paired_ratio']:.2f}**",
              ", ".join(f"{x:.2f}" for x in r["paired_ratios"])] for r in sc["rows"]]
+    sizes = {c: sorted({r["docs"] for r in sc["rows"] if r["corpus"] == c}) for c in sc["corpora"]}
+    replica_sizes = sizes.get("replicas", [1])
+    copies = ", ".join(str(n // replica_sizes[0]) for n in replica_sizes)
+    # the median paired ratios side by side, one line per corpus, run and threshold: flat
+    # means about 1 at every size; a machine's caches show as a step that then levels off
+    columns = sorted({n for ns in sizes.values() for n in ns})
+    median = {(r["corpus"], r["mode"], r["threshold"], r["docs"]): r["median_paired_ratio"]
+              for r in sc["rows"]}
+    lines = {(r["corpus"], r["mode"], r["threshold"]): None for r in sc["rows"]}
+    summary = [[c, runs[m], t] + [f"{median[c, m, t, n]:.2f}" if (c, m, t, n) in median else "-"
+                                  for n in columns] for c, m, t in lines]
     return "\n".join([
         "# Dedup time per document as the corpus grows", "",
         f"`dedup(texts, method=\"minhash\")`, CPU microseconds per document, {sc['rounds']} "
@@ -659,13 +670,17 @@ def markdown_scaling(sc: dict[str, Any]) -> str:
         "90% the LSH-timing corpus, 10% toolformer records, drawn afresh at each size with "
         "the same duplicate share); a larger resample holds more of the toolformer set, so "
         "each record finds more near-duplicate partners (candidates / doc). *replicas*: the "
-        "smallest mix resample in 1, 2, 4, 8 copies that share no letter or digit "
+        f"smallest mix resample in {copies} copies that share no letter or digit "
         "(`disjoint_replicas`), so every size holds the same work per document and any growth"
-        " is the implementation's. *Own process*: each run alone in a new process after a "
-        "300-text warm-up, as the `ctxkit dedup` command runs. *One process*: every run one "
+        " is the implementation's or the machine's. *Own process*: each run alone in a new "
+        "process after a 300-text warm-up, as the `ctxkit dedup` command runs. *One process*: "
+        "every run one "
         "after another in the same process; there a small corpus reuses memory malloc kept "
         "from the previous run, while a large one takes fresh pages from the kernel each time"
         " (its system time).", "",
+        "Median x smallest by size:", "",
+        *_table(["corpus", "run", "threshold"] + [f"{n:,}" for n in columns], summary), "",
+        "Every run:", "",
         *_table(header, body)]) + "\n"
 
 
@@ -1127,18 +1142,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return res
 
 
+# The replicas go on to this many copies of the smallest resample (800k documents in a full
+# run), four times the largest resample: past every cache of the machine, so the check shows
+# whether the time per document levels off or keeps growing with the corpus.
+PLATEAU_COPIES = 32
+
+
 def run_scaling(
     args: argparse.Namespace, sources: dict[str, list[str]], rng: random.Random, sizes: list[int]
 ) -> dict[str, Any]:
     """``--scaling ROUNDS``: :func:`bench_scaling` on fresh resamples of every size and on
-    disjoint replicas of the smallest."""
+    disjoint replicas of the smallest, in as many copies as the resamples' sizes hold and in
+    :data:`PLATEAU_COPIES` copies (4 in a quick run)."""
     from evals._common import write_results
 
     tool = sources.get("toolformer") or synthetic_templated(2000, rng)
     resamples = {n: templated_mix(n, sources, tool, rng, sizes[-1]) for n in sizes}
     unit = resamples[sizes[0]]
-    replicas = {len(unit) * (n // sizes[0]): disjoint_replicas(unit, n // sizes[0], rng)
-                for n in sizes}
+    copies = sorted({n // sizes[0] for n in sizes} | {PLATEAU_COPIES if not args.quick else 4})
+    replicas = {len(unit) * k: disjoint_replicas(unit, k, rng) for k in copies}
     res = bench_scaling({"mix": resamples, "replicas": replicas}, [DEFAULT_THRESHOLD, 0.8],
                         args.scaling)
     res["command"] = "python -m evals.dedup" + (" --quick" if args.quick else "") + (

@@ -10,25 +10,33 @@ from evals.dedup_corpus import disjoint_replicas
 def test_scaling_writes_every_round_per_corpus_size_and_threshold(tmp_path):
     res = main(["--quick", "--scaling", "2", "--out", str(tmp_path)])
     rows = res["rows"]
+    # the replicas go on past the resamples' sizes (to 32 copies in a full run, 4 here)
+    sizes = {"mix": [1000, 2000], "replicas": [1000, 2000, 4000]}
     assert sorted((r["corpus"], r["mode"], r["threshold"], r["docs"]) for r in rows) == [
         (c, m, t, n) for c in ("mix", "replicas") for m in ("fresh", "in_process")
-        for t in (0.7, 0.8) for n in (1000, 2000)]
+        for t in (0.7, 0.8) for n in sizes[c]]
     for r in rows:
-        # the smallest size runs before the larger one and after it, in each of two rounds
-        runs = 4 if r["docs"] == 1000 else 2
+        larger = sizes[r["corpus"]][1:]
+        # the smallest size runs before the first larger one and after each, in two rounds
+        runs = 2 * (len(larger) + 1) if r["docs"] == 1000 else 2
         assert len(r["rounds_us_per_doc"]) == len(r["paired_ratios"]) == runs
         assert r["best_us_per_doc"] == min(r["rounds_us_per_doc"]) > 0
         assert abs(r["best_user_us"] + r["best_system_us"] - r["best_us_per_doc"]) < 0.2
         assert r["candidates_per_doc"] > 0
         if r["docs"] == 1000:
             assert r["best_vs_smallest"] == r["median_vs_smallest"] == 1.0
-            assert r["paired_ratios"] == [1.0] * 4 and r["median_paired_ratio"] == 1.0
+            assert r["paired_ratios"] == [1.0] * runs and r["median_paired_ratio"] == 1.0
             continue
-        # each run over the mean of the smallest size's runs just before and after it
+        # each run over the mean of the smallest size's runs just before and after it; odd
+        # rounds visit the larger sizes largest first
         small = next(s for s in rows if (s["corpus"], s["mode"], s["threshold"], s["docs"])
                      == (r["corpus"], r["mode"], r["threshold"], 1000))["rounds_us_per_doc"]
-        for ratio, x, y in zip(r["paired_ratios"], r["rounds_us_per_doc"],
-                               [(small[0] + small[1]) / 2, (small[2] + small[3]) / 2]):
+        beside = []
+        for rnd in range(2):
+            k = (larger if rnd == 0 else larger[::-1]).index(r["docs"])
+            first = rnd * (len(larger) + 1) + k
+            beside.append((small[first] + small[first + 1]) / 2)
+        for ratio, x, y in zip(r["paired_ratios"], r["rounds_us_per_doc"], beside):
             assert abs(ratio * y - x) < 0.1 + 0.01 * x  # the runs are rounded to 0.1 us
         assert min(r["paired_ratios"]) <= r["median_paired_ratio"] <= max(r["paired_ratios"])
     saved = json.loads((tmp_path / "dedup_scaling.json").read_text())
@@ -36,6 +44,13 @@ def test_scaling_writes_every_round_per_corpus_size_and_threshold(tmp_path):
     table = (tmp_path / "dedup_scaling.md").read_text()
     assert "| mix | own process | 0.8 | 2,000 |" in table
     assert "| replicas | one process | 0.7 | 1,000 |" in table
+    assert "in 1, 2, 4 copies" in table
+    # the summary: one line per corpus, run and threshold, a median ratio per size
+    summary = table.split("Median x smallest by size:")[1].split("Every run:")[0]
+    assert "| corpus | run | threshold | 1,000 | 2,000 | 4,000 |" in summary
+    line = next(x for x in summary.splitlines() if x.startswith("| mix | own process | 0.7 |"))
+    assert line.endswith("| - |")  # the mix has no 4,000
+    assert summary.count("| 1.00 |") == 8
 
 
 def test_disjoint_replicas_hold_the_same_work_per_document():
