@@ -651,14 +651,14 @@ def markdown_scaling(sc: dict[str, Any]) -> str:
     sizes = {c: sorted({r["docs"] for r in sc["rows"] if r["corpus"] == c}) for c in sc["corpora"]}
     replica_sizes = sizes.get("replicas", [1])
     copies = ", ".join(str(n // replica_sizes[0]) for n in replica_sizes)
-    # the median paired ratios side by side, one line per corpus, run and threshold: flat
-    # means about 1 at every size; a machine's caches show as a step that then levels off
+    # the median paired ratios side by side, one line per corpus, run and threshold (in the
+    # rows' order): a flat time per document reads about 1 at every size
     columns = sorted({n for ns in sizes.values() for n in ns})
     median = {(r["corpus"], r["mode"], r["threshold"], r["docs"]): r["median_paired_ratio"]
               for r in sc["rows"]}
-    lines = {(r["corpus"], r["mode"], r["threshold"]): None for r in sc["rows"]}
+    groups = dict.fromkeys((r["corpus"], r["mode"], r["threshold"]) for r in sc["rows"])
     summary = [[c, runs[m], t] + [f"{median[c, m, t, n]:.2f}" if (c, m, t, n) in median else "-"
-                                  for n in columns] for c, m, t in lines]
+                                  for n in columns] for c, m, t in groups]
     return "\n".join([
         "# Dedup time per document as the corpus grows", "",
         f"`dedup(texts, method=\"minhash\")`, CPU microseconds per document, {sc['rounds']} "
@@ -674,10 +674,9 @@ def markdown_scaling(sc: dict[str, Any]) -> str:
         "(`disjoint_replicas`), so every size holds the same work per document and any growth"
         " is the implementation's or the machine's. *Own process*: each run alone in a new "
         "process after a 300-text warm-up, as the `ctxkit dedup` command runs. *One process*: "
-        "every run one "
-        "after another in the same process; there a small corpus reuses memory malloc kept "
-        "from the previous run, while a large one takes fresh pages from the kernel each time"
-        " (its system time).", "",
+        "every run one after another in the same process; there a small corpus reuses memory "
+        "malloc kept from the previous run, while a large one takes fresh pages from the "
+        "kernel each time (its system time).", "",
         "Median x smallest by size:", "",
         *_table(["corpus", "run", "threshold"] + [f"{n:,}" for n in columns], summary), "",
         "Every run:", "",
@@ -1143,9 +1142,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 # The replicas go on to this many copies of the smallest resample (800k documents in a full
-# run), four times the largest resample: past every cache of the machine, so the check shows
-# whether the time per document levels off or keeps growing with the corpus.
-PLATEAU_COPIES = 32
+# run), four times the largest resample and far past every cache of the machine, so the check
+# shows whether the time per document levels off or keeps growing with the corpus.
+REPLICA_COPIES_MAX = 32
 
 
 def run_scaling(
@@ -1153,13 +1152,13 @@ def run_scaling(
 ) -> dict[str, Any]:
     """``--scaling ROUNDS``: :func:`bench_scaling` on fresh resamples of every size and on
     disjoint replicas of the smallest, in as many copies as the resamples' sizes hold and in
-    :data:`PLATEAU_COPIES` copies (4 in a quick run)."""
+    :data:`REPLICA_COPIES_MAX` copies (4 in a quick run, which stays a few seconds)."""
     from evals._common import write_results
 
     tool = sources.get("toolformer") or synthetic_templated(2000, rng)
     resamples = {n: templated_mix(n, sources, tool, rng, sizes[-1]) for n in sizes}
     unit = resamples[sizes[0]]
-    copies = sorted({n // sizes[0] for n in sizes} | {PLATEAU_COPIES if not args.quick else 4})
+    copies = sorted({n // sizes[0] for n in sizes} | {4 if args.quick else REPLICA_COPIES_MAX})
     replicas = {len(unit) * k: disjoint_replicas(unit, k, rng) for k in copies}
     res = bench_scaling({"mix": resamples, "replicas": replicas}, [DEFAULT_THRESHOLD, 0.8],
                         args.scaling)
