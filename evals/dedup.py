@@ -659,6 +659,17 @@ def markdown_scaling(sc: dict[str, Any]) -> str:
     groups = dict.fromkeys((r["corpus"], r["mode"], r["threshold"]) for r in sc["rows"])
     summary = [[c, runs[m], t] + [f"{median[c, m, t, n]:.2f}" if (c, m, t, n) in median else "-"
                                   for n in columns] for c, m, t in groups]
+    # how far runs of one size (and the paired ratios of a larger size) spread, max over min:
+    # the noise the paired ratios are there to divide out
+    run_spread = [max(r["rounds_us_per_doc"]) / min(r["rounds_us_per_doc"]) - 1
+                  for r in sc["rows"]]
+    smallest = {c: ns[0] for c, ns in sizes.items()}
+    ratio_spread = [max(r["paired_ratios"]) / min(r["paired_ratios"]) - 1
+                    for r in sc["rows"] if r["docs"] != smallest[r["corpus"]]] or [0.0]
+    spread = (f"Runs of one size spread by {np.median(run_spread):.0%} in the median row "
+              f"({min(run_spread):.0%}-{max(run_spread):.0%}), the paired ratios of one size "
+              f"by {np.median(ratio_spread):.0%} ({min(ratio_spread):.0%}-"
+              f"{max(ratio_spread):.0%}); max over min.")
     return "\n".join([
         "# Dedup time per document as the corpus grows", "",
         f"`dedup(texts, method=\"minhash\")`, CPU microseconds per document, {sc['rounds']} "
@@ -679,6 +690,7 @@ def markdown_scaling(sc: dict[str, Any]) -> str:
         "kernel each time (its system time).", "",
         "Median x smallest by size:", "",
         *_table(["corpus", "run", "threshold"] + [f"{n:,}" for n in columns], summary), "",
+        spread, "",
         "Every run:", "",
         *_table(header, body)]) + "\n"
 

@@ -51,6 +51,7 @@ def test_scaling_writes_every_round_per_corpus_size_and_threshold(tmp_path):
     line = next(x for x in summary.splitlines() if x.startswith("| mix | own process | 0.7 |"))
     assert line.endswith("| - |")  # the mix has no 4,000
     assert summary.count("| 1.00 |") == 8
+    assert "Runs of one size spread by " in summary  # the noise the paired ratios divide out
 
 
 def test_disjoint_replicas_hold_the_same_work_per_document():
