@@ -315,13 +315,16 @@ def signatures(
     normalization: Normalization | None = None,
     hashfunc: str = "fast",
     scheme: str = "affine32",
-    batch_size: int = 4096,
+    batch_size: int = 256,
 ) -> np.ndarray:
     """MinHash signatures of raw texts, ``[len(texts), num_perm]`` (uint32 for ``affine32``).
 
     Texts are normalized (see :class:`~ctxkit.deduplication.normalize.Normalization`), shingled into
     ``ngram``-grams of ``unit`` (``"char"`` or ``"word"``) and hashed, ``batch_size`` texts
-    at a time, all vectorized. Deterministic for a given ``seed``.
+    at a time, all vectorized. Deterministic for a given ``seed``. Small batches keep every
+    temporary to a few hundred KiB, which the allocator hands back batch after batch; with
+    4,096 texts they were megabytes, fresh pages from the kernel each time, and that kernel
+    time grew with the corpus.
 
     Example:
         >>> s = signatures(["abc", "abc", ""], num_perm=8)
@@ -821,7 +824,7 @@ class _ExactJaccard:
         # collides with a more frequent one is simply treated as rare. One table serves every
         # group in turn: only the slots a group set are cleared after it.
         table = np.full(1 << 17, -1, dtype=np.int32)
-        step = 2048
+        step = 256  # texts per hashing block: see :func:`signatures`' ``batch_size``
         cuts = (np.flatnonzero(np.diff(self.group)) + 1).tolist()
         spans = list(zip([0, *cuts], [*cuts, n])) if n else []
         # First each group's frequent shingles: those of a spread-out sample of the group
