@@ -430,6 +430,7 @@ def test_deterministic_with_seed():
     assert not np.array_equal(a, signatures(texts, seed=12))
     # Batching and chunking never change the result.
     assert np.array_equal(a, signatures(texts, seed=11, batch_size=7))
+    assert np.array_equal(a, signatures(texts, seed=11, batch_chars=50))
     values, offsets = shingle_hashes(normalize_texts(texts))
     v32 = (values >> np.uint64(32)).astype(np.uint32)
     assert np.array_equal(a, signatures_from_hashes(v32, offsets, 128, 11, chunk=5))
@@ -455,3 +456,31 @@ def test_bad_parameters():
         minhash_dedup(["a"], bands=4)
     with pytest.raises(ValueError, match="verify"):
         minhash_dedup(["a"], verify="maybe")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 50), max_size=40), st.integers(1, 6), st.integers(1, 60)
+)
+def test_signature_batches_cover_every_text_once_within_their_limits(lengths, items, total):
+    from ctxkit.deduplication.minhash import _batches
+
+    spans = _batches(lengths, items, total)
+    assert [i for a, b in spans for i in range(a, b)] == list(range(len(lengths)))
+    for a, b in spans:
+        assert 1 <= b - a <= items
+        # over the character limit only as a single text
+        assert sum(lengths[a:b]) <= total or b - a == 1
+        # greedy: the next text would not have fit
+        if b < len(lengths) and b - a < items:
+            assert sum(lengths[a : b + 1]) > total
+
+
+def test_signatures_of_huge_empty_and_short_texts_do_not_depend_on_batches():
+    texts = ["", "short one", "x" * 300_000, "", "a b c d e f g " * 2000, "tiny"] * 3
+    ref = np.stack([signatures([t], num_perm=32)[0] for t in texts])
+    for size, chars in ((4096, 1 << 17), (2, 10), (5, 1 << 30)):
+        assert np.array_equal(signatures(texts, num_perm=32, batch_size=size,
+                                         batch_chars=chars), ref)
+    with pytest.raises(ValueError, match="batch_chars"):
+        signatures(texts, batch_chars=0)
