@@ -845,7 +845,9 @@ class _ExactJaccard:
         # collides with a more frequent one is simply treated as rare. One table serves every
         # group in turn: only the slots a group set are cleared after it.
         table = np.full(1 << 17, -1, dtype=np.int32)
-        step = 256  # texts per hashing block: see :func:`signatures`' ``batch_size``
+        # texts per hashing block, small for the same reason as :func:`signatures`' batches
+        # (still a count of texts, not of characters as there)
+        step = 256
         cuts = (np.flatnonzero(np.diff(self.group)) + 1).tolist()
         spans = list(zip([0, *cuts], [*cuts, n])) if n else []
         # First each group's frequent shingles: those of a spread-out sample of the group
