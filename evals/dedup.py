@@ -23,6 +23,7 @@ import pickle
 import random
 import sys
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -546,6 +547,85 @@ def _speed_rows(
     return rows
 
 
+def sandwiched(run: Callable[[int], float], sizes: list[int], rnd: int) -> dict[int, float]:
+    """One round of the scaling check: ``run(n)`` (a time per document) for the smallest of
+    ``sizes`` just before and just after each larger one, every other round (odd ``rnd``)
+    largest first so a drift over a round favours neither end. Returns each larger size's
+    *paired ratio*: its time over the mean of its two neighbours, from which a slow spell
+    of a shared machine (longer than three runs) mostly divides out.
+
+    Example:
+        >>> times = iter([10.0, 30.0, 10.0, 48.0, 14.0])
+        >>> sandwiched(lambda n: next(times), [1, 3, 4], 0)
+        {3: 3.0, 4: 4.0}
+    """
+    small, *larger = sizes
+    ratios = {}
+    before = run(small)
+    for n in larger[:: -1 if rnd % 2 else 1]:
+        this = run(n)
+        after = run(small)
+        ratios[n] = this / ((before + after) / 2)
+        before = after
+    return ratios
+
+
+def scaling_reference(
+    replicas: dict[int, list[str]], threshold: float, rounds: int,
+    method: Callable[[list[str], float], int] | None = None, name: str = "rensa",
+) -> dict[str, Any] | None:
+    """The scaling check's in-process runs for a baseline on the same equal-work replicas:
+    how much the time per document of another implementation grows on this machine, to
+    read ctxkit's growth against. ``method(texts, threshold)`` returns the candidate count;
+    the default is rensa's ``RMinHash`` signatures + ``RMinHashLSH`` insert and query (the
+    fastest baseline; no verification, no clusters), left out (``None``) without rensa."""
+    from evals.dedup_oneshot import cpu_us_per_doc
+
+    if method is None:
+        if optional_rensa() is None:
+            return None
+
+        def method(texts: list[str], t: float) -> int:
+            return rensa_lsh(rensa_minhashes(texts), t)
+
+    smallest = min(replicas)
+    method(replicas[smallest][:300], threshold)  # warm up, as ctxkit's runs
+    runs: dict[int, list[tuple[float, float]]] = {}
+    paired: dict[int, list[float]] = {}
+    candidates: dict[int, float] = {}
+
+    def run(n: int) -> float:
+        found = []
+        times = cpu_us_per_doc(lambda: found.append(method(replicas[n], threshold)), n)
+        candidates[n] = found[0] / max(1, n)
+        runs.setdefault(n, []).append(times)
+        return sum(times)
+
+    for r in range(rounds):
+        for n, ratio in sandwiched(run, sorted(replicas), r).items():
+            paired.setdefault(n, []).append(ratio)
+    rows = [_scaling_row({"mode": "in_process", "corpus": "replicas", "threshold": threshold,
+                          "docs": n}, runs[n], paired.get(n), candidates[n])
+            for n in sorted(runs)]
+    return {"method": name, "threshold": threshold, "rounds": rounds, "rows": rows}
+
+
+def _scaling_row(key: dict[str, Any], times: list[tuple[float, float]],
+                 ratios: list[float] | None, candidates: float) -> dict[str, Any]:
+    """One size's row of the scaling check from its (user, system) us per document, in the
+    order they ran, and its paired ratios (``None`` for the smallest size)."""
+    totals = [u + s for u, s in times]
+    user, system = min(times, key=sum)
+    ratios = ratios or [1.0] * len(totals)
+    return {**key, "candidates_per_doc": round(candidates, 2),
+            "best_us_per_doc": round(min(totals), 1),
+            "median_us_per_doc": round(float(np.median(totals)), 1),
+            "best_user_us": round(user, 1), "best_system_us": round(system, 1),
+            "rounds_us_per_doc": [round(x, 1) for x in totals],
+            "median_paired_ratio": round(float(np.median(ratios)), 3),
+            "paired_ratios": [round(x, 3) for x in ratios]}
+
+
 def bench_scaling(
     corpora: dict[str, dict[int, list[str]]], thresholds: list[float], rounds: int
 ) -> dict[str, Any]:
@@ -599,32 +679,15 @@ def bench_scaling(
 
         for r in range(rounds):
             for name, resamples in corpora.items():
-                small, *larger = sorted(resamples)
                 for t in thresholds:
                     for mode in ("fresh", "in_process"):
-                        # the smallest size runs just before and just after each larger one
-                        # (the paired ratio, see above); every other round visits the larger
-                        # sizes largest first, so a drift over a round favours neither end
-                        before = run(mode, name, t, small)
-                        for n in larger[:: -1 if r % 2 else 1]:
-                            this = run(mode, name, t, n)
-                            after = run(mode, name, t, small)
-                            paired.setdefault((mode, name, t, n), []).append(
-                                this / ((before + after) / 2))
-                            before = after
-    rows = []
-    for (mode, name, t, n), times in runs.items():
-        totals = [u + s for u, s in times]  # in the order they ran
-        user, system = min(times, key=sum)
-        ratios = paired.get((mode, name, t, n), [1.0] * len(totals))
-        rows.append({"mode": mode, "corpus": name, "threshold": t, "docs": n,
-                     "candidates_per_doc": round(candidates[name, t, n], 2),
-                     "best_us_per_doc": round(min(totals), 1),
-                     "median_us_per_doc": round(float(np.median(totals)), 1),
-                     "best_user_us": round(user, 1), "best_system_us": round(system, 1),
-                     "rounds_us_per_doc": [round(x, 1) for x in totals],
-                     "median_paired_ratio": round(float(np.median(ratios)), 3),
-                     "paired_ratios": [round(x, 3) for x in ratios]})
+                        ratios = sandwiched(functools.partial(run, mode, name, t),
+                                            sorted(resamples), r)
+                        for n, ratio in ratios.items():
+                            paired.setdefault((mode, name, t, n), []).append(ratio)
+    rows = [_scaling_row({"mode": mode, "corpus": name, "threshold": t, "docs": n}, times,
+                         paired.get((mode, name, t, n)), candidates[name, t, n])
+            for (mode, name, t, n), times in runs.items()]
     order = list(corpora)
     rows.sort(key=lambda r: (order.index(r["corpus"]), r["mode"] != "fresh", r["threshold"],
                              r["docs"]))
@@ -691,8 +754,29 @@ def markdown_scaling(sc: dict[str, Any]) -> str:
         "Median x smallest by size:", "",
         *_table(["corpus", "run", "threshold"] + [f"{n:,}" for n in columns], summary), "",
         spread, "",
+        *_markdown_reference(sc.get("reference")),
         "Every run:", "",
         *_table(header, body)]) + "\n"
+
+
+def _markdown_reference(ref: dict[str, Any] | None) -> list[str]:
+    """The baseline's growth on the same replicas (:func:`scaling_reference`), if it ran."""
+    if not ref:
+        return []
+    rows = ref["rows"]
+    copies = ", ".join(str(r["docs"] // rows[0]["docs"]) for r in rows)
+    return [
+        f"The same replicas ({copies} copies) through {ref['method']} in one process, at "
+        f"{ref['threshold']}, {ref['rounds']} rounds of the same sandwich (after all ctxkit "
+        "runs): signatures and LSH insert and query, without verification or clusters. How "
+        "much another implementation's time per document grows on this machine with equal "
+        "work:", "",
+        *_table(["docs", "candidates / doc", "best us/doc", "median us/doc", "user us",
+                 "system us", "x smallest (median)", "x smallest, every round"],
+                [[f"{r['docs']:,}", r["candidates_per_doc"], r["best_us_per_doc"],
+                  r["median_us_per_doc"], r["best_user_us"], r["best_system_us"],
+                  f"**{r['median_paired_ratio']:.2f}**",
+                  ", ".join(f"{x:.2f}" for x in r["paired_ratios"])] for r in rows]), ""]
 
 
 @section("bench_real_data")
@@ -1174,6 +1258,8 @@ def run_scaling(
     replicas = {len(unit) * k: disjoint_replicas(unit, k, rng) for k in copies}
     res = bench_scaling({"mix": resamples, "replicas": replicas}, [DEFAULT_THRESHOLD, 0.8],
                         args.scaling)
+    # after every ctxkit run, so the baseline's memory never sits beside ctxkit's runs
+    res["reference"] = scaling_reference(replicas, DEFAULT_THRESHOLD, args.scaling)
     res["command"] = "python -m evals.dedup" + (" --quick" if args.quick else "") + (
         f" --scaling {args.scaling}")
     text = markdown_scaling(res)

@@ -55,6 +55,10 @@ def test_scaling_writes_every_round_per_corpus_size_and_threshold(tmp_path):
     # the smallest size is its own reference; a larger size may also read 1.00 by chance
     assert all(x.split("|")[4].strip() == "1.00" for x in rows)
     assert "Runs of one size spread by " in summary  # the noise the paired ratios divide out
+    # with rensa installed (the bench extra) its growth on the same replicas is read beside
+    if saved["reference"] is not None:
+        assert [r["docs"] for r in saved["reference"]["rows"]] == [1000, 2000, 4000]
+        assert "through rensa in one process" in table
 
 
 def test_disjoint_replicas_hold_the_same_work_per_document():
@@ -76,3 +80,34 @@ def test_disjoint_replicas_hold_the_same_work_per_document():
     assert all(copy[i] == copy[j] for i, j in enumerate(three.duplicate_of.tolist()) if j >= 0)
     assert 0.9 * 3 * one.n_removed <= three.n_removed <= 1.1 * 3 * one.n_removed
     assert 90 <= one.n_removed <= 100
+
+
+def test_scaling_reference_sandwiches_a_baseline_on_the_same_replicas():
+    """The baseline's growth on the replicas, read beside ctxkit's: the same sandwich (the
+    smallest size before and after each larger one, every other round largest first)."""
+    from evals.dedup import _markdown_reference, scaling_reference
+
+    calls = []
+
+    def method(texts, threshold):
+        calls.append(len(texts))
+        return 2 * len(texts)  # "candidates"
+
+    replicas = {n: ["a b c d e f"] * n for n in (10, 20, 40)}
+    ref = scaling_reference(replicas, 0.7, 2, method=method, name="fake")
+    # a warm-up, then two rounds
+    assert calls == [10] + [10, 20, 10, 40, 10] + [10, 40, 10, 20, 10]
+    assert ref["method"] == "fake" and ref["rounds"] == 2
+    rows = {r["docs"]: r for r in ref["rows"]}
+    assert sorted(rows) == [10, 20, 40]
+    assert len(rows[10]["rounds_us_per_doc"]) == 6 and rows[10]["median_paired_ratio"] == 1.0
+    for n in (20, 40):
+        r = rows[n]
+        assert r["candidates_per_doc"] == 2.0
+        assert len(r["rounds_us_per_doc"]) == len(r["paired_ratios"]) == 2
+        assert min(r["paired_ratios"]) <= r["median_paired_ratio"] <= max(r["paired_ratios"])
+        assert r["mode"] == "in_process" and r["corpus"] == "replicas"
+    text = "\n".join(_markdown_reference(ref))
+    assert "(1, 2, 4 copies) through fake in one process, at 0.7, 2 rounds" in text
+    assert "| 40 | 2.0 |" in text
+    assert _markdown_reference(None) == []
