@@ -1,6 +1,7 @@
 import json
 import os
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -76,11 +77,18 @@ def test_replay_matches_compress_chat_on_every_prefix(options):
 
 
 def test_replay_with_embedding_scorer_matches():
+    """The same windows and ledgers; a cached message was embedded beside other texts than
+    in one call over the whole history, which on some CPUs (seen on an Intel Xeon) changes
+    an embedding's last bits, so the scores agree to float32 precision, not bit for bit."""
     pytest.importorskip("torch")
     msgs = conversation(8, seed=3)
     for k, window in replay(msgs, 250, scorer="embedding"):
         expected = compress_chat(msgs[:k + 1], 250, scorer="embedding")
-        assert window.messages == expected.messages and window.ledger == expected.ledger, k
+        assert window.messages == expected.messages and window.kept == expected.kept, k
+        assert [replace(c, score=None) for c in window.ledger] == \
+            [replace(c, score=None) for c in expected.ledger], k
+        assert [c.score for c in window.ledger] == pytest.approx(
+            [c.score for c in expected.ledger], rel=1e-5, abs=1e-6), k
 
 
 def test_round_trip_is_json_safe_and_equal():

@@ -393,7 +393,7 @@ def test_run_command_dedup_and_pack(ray_session, tmp_path):
         [i for i, t in enumerate(texts) if t]
 
 
-def test_run_command_embed_parquet_matches_packed_encoder(ray_session, tmp_path):
+def test_run_command_embed_parquet_matches_packed_encoder(ray_session, tmp_path, actor_threads):
     """The real PackedEncoder in CPU actors; parquet part files carry id, vector and row."""
     pytest.importorskip("ctxkit.embedding.encoder")
     import json
@@ -415,7 +415,8 @@ def test_run_command_embed_parquet_matches_packed_encoder(ray_session, tmp_path)
                               sorted((tmp_path / "v.parquet").glob("*.parquet"))]).sort_by("row")
     assert rows["texts"] == len(texts) and table.column_names == ["id", "embedding", "row"]
     assert table.column("id").to_pylist() == [f"d{i}" for i in range(len(texts))]
-    # chunks of 3 texts on both sides: the same forward passes, so the same bits
+    # chunks of 3 texts on both sides, torch on one thread on both (``actor_threads``): the
+    # same forward passes, so the same bits
     want = PackedEncoder(device="cpu", chunk_size=3).encode(texts, normalize=False)
     np.testing.assert_array_equal(np.array(table.column("embedding").to_pylist(), np.float32),
                                   want)

@@ -82,7 +82,7 @@ def test_pack_on_ray_equals_local(ray_session, tmp_path, capsys, options):
     assert got.drop_columns(["window"]).equals(local)
 
 
-def test_embed_on_ray_equals_local(ray_session, tmp_path, capsys):
+def test_embed_on_ray_equals_local(ray_session, tmp_path, capsys, actor_threads):
     texts = ["A short one.", "", "Packed rows keep each document's own [CLS] and [SEP].",
              "ünïcode и 日本語 text", "word " * 300, "   ", "the same text", "the same text",
              "Another line of prose about packing windows."]
@@ -94,7 +94,7 @@ def test_embed_on_ray_equals_local(ray_session, tmp_path, capsys):
     _run(capsys, *common, "-o", tmp_path / "ray.npy", "--ray", "local")
     local, got = np.load(tmp_path / "local.npy"), np.load(tmp_path / "ray.npy")
     assert local.shape == (len(texts), 384)
-    np.testing.assert_array_equal(got, local)
+    np.testing.assert_array_equal(got, local)  # one torch thread on both sides (the fixture)
     assert (tmp_path / "ray.npy.ids.jsonl").read_bytes() == \
         (tmp_path / "local.npy.ids.jsonl").read_bytes()
 

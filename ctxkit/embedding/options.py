@@ -8,7 +8,9 @@ Names: ``batch_tokens`` is the token slots of one forward pass (its old name on
 ``PackedEncoder``, ``max_tokens_per_batch``, still works with a ``DeprecationWarning``);
 ``chunk_size`` is the number of texts tokenised, packed and written together (the CLI's
 ``--chunk-size``; the Ray adapter's old ``batch_size``). Chunks decide which texts share a
-forward pass, so equal ``chunk_size`` gives bit-identical vectors on one machine or on Ray.
+forward pass, so equal ``chunk_size`` gives bit-identical vectors on one machine or on Ray
+(with torch on as many threads on both sides: on some CPUs the thread count changes the
+last bits).
 
 Example:
     >>> EmbedOptions(device="cpu", batch_tokens=2048).chunk_size
