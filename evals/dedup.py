@@ -576,7 +576,8 @@ def scaling_reference(
 ) -> dict[str, Any] | None:
     """The scaling check's in-process runs for a baseline on the same equal-work replicas:
     how much the time per document of another implementation grows on this machine, to
-    read ctxkit's growth against. ``method(texts, threshold)`` returns the candidate count;
+    read ctxkit's growth against. ``method(texts, threshold)`` returns the candidate count
+    (for rensa, query results, each document's own included);
     the default is rensa's ``RMinHash`` signatures + ``RMinHashLSH`` insert and query (the
     fastest baseline; no verification, no clusters), left out (``None``) without rensa."""
     from evals.dedup_oneshot import cpu_us_per_doc
