@@ -105,10 +105,10 @@ def embed(
     The options are :class:`~ctxkit.embedding.options.EmbedOptions` (keywords or
     ``options``), as for :class:`~ctxkit.embedding.encoder.PackedEncoder`. Rows are cut into
     chunks of ``chunk_size`` in input order and each chunk is one ``encode`` call, as
-    ``ctxkit embed`` does on one machine, so the vectors are the same bits where torch runs
-    on as many threads on both sides (a CPU actor runs ``cpus_per_worker``; on some CPUs
-    another thread count changes the last bits, about 1e-6) (``batch_size`` is the
-    deprecated name of ``chunk_size``). ``device`` defaults to
+    ``ctxkit embed`` does on one machine (``batch_size`` is the deprecated name of
+    ``chunk_size``), so the vectors are the same bits where torch runs on as many threads on
+    both sides: a CPU actor runs ``cpus_per_worker`` threads, and on some CPUs another
+    thread count changes the last bits, about 1e-6. ``device`` defaults to
     ``cuda`` on a cluster with GPUs, else ``cpu``.
 
     ``id_column`` is carried through as the id; without it the id is the row number
