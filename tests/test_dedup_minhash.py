@@ -484,3 +484,33 @@ def test_signatures_of_huge_empty_and_short_texts_do_not_depend_on_batches():
                                          batch_chars=chars), ref)
     with pytest.raises(ValueError, match="batch_chars"):
         signatures(texts, batch_chars=0)
+
+
+def test_minhash_dedup_turns_numpy_huge_page_advice_off_and_restores_it(monkeypatch):
+    import ctxkit.deduplication.minhash as mh
+
+    setter = np._core.multiarray._set_madvise_hugepage
+    seen = []
+    real = mh.signatures
+
+    def spy(*args, **kwargs):
+        now = setter(False)  # reads the setting (and puts it back)
+        setter(now)
+        seen.append(now)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mh, "signatures", spy)
+    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
+    texts = ["a b c d e f g", "a b c d e f g h", "x y z"]
+    before = setter(True)
+    try:
+        assert minhash_dedup(texts, threshold=0.7).keep.tolist() == [0, 2]
+        assert seen == [False] and setter(True) is True  # restored after the call
+        with pytest.raises(ValueError):
+            minhash_dedup(texts, threshold=0.7, sig=np.zeros((1, 128), dtype=np.uint32))
+        assert setter(True) is True  # restored after an error too
+        monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "1")  # an explicit choice is left alone
+        minhash_dedup(texts, threshold=0.7)
+        assert seen == [False, True]
+    finally:
+        setter(before)

@@ -46,11 +46,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ctxkit.deduplication import kernels
 from ctxkit.deduplication.linking import link_pairs
 from ctxkit.deduplication.normalize import Normalization, codepoints_to_texts, normalized_codepoints
 from ctxkit.deduplication.options import (
@@ -268,15 +270,24 @@ def signatures_from_hashes(
 
     Equal to ``datasketch.MinHash(num_perm, seed, scheme=scheme, hashfunc=lambda v: v)``
     updated with each text's values. A text with no values gets datasketch's empty
-    signature (every entry the maximum). All texts are processed together in shingle chunks
-    of ``[num_perm, chunk]`` (a few MB, cache-sized), minimum-reduced per text with
-    ``np.minimum.reduceat``; there is no per-text Python loop.
+    signature (every entry the maximum). With numba (:mod:`ctxkit.deduplication.kernels`) a
+    compiled loop keeps each text's minima in registers; without it all texts are processed
+    together in shingle chunks of ``[num_perm, chunk]`` (a few MB, cache-sized),
+    minimum-reduced per text with ``np.minimum.reduceat``, with no per-text Python loop.
+    Both give the same signatures.
     """
     dtype, width = _scheme(scheme)
     a, b = permutations(num_perm, seed, scheme)
     values = np.ascontiguousarray(values, dtype=dtype)
     offsets = np.asarray(offsets, dtype=np.int64)
     n = len(offsets) - 1
+    if n < 0 or offsets[0] != 0 or offsets[-1] != len(values) or (np.diff(offsets) < 0).any():
+        raise ValueError("offsets must ascend from 0 to len(values)")
+    if kernels.NUMBA and n > 0:
+        out = np.empty((n, num_perm), dtype=dtype)
+        mask = np.uint64((1 << width) - 1)
+        kernels.min_affine(_fmix(values.copy(), width), offsets, a, b, mask, out)
+        return out
     sig = np.full((num_perm, n), np.iinfo(dtype).max, dtype=dtype)
     total = len(values)
     if total == 0 or n == 0:
@@ -580,6 +591,15 @@ def candidate_pairs(
     return pairs
 
 
+def _checked_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
+    """``pairs`` as a contiguous ``(m, 2)`` int64 array of row numbers below ``n`` (the compiled
+    loops do not check bounds, so bad rows are refused here)."""
+    pairs = np.ascontiguousarray(np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
+    if len(pairs) and (int(pairs.min()) < 0 or int(pairs.max()) >= n):
+        raise IndexError(f"pair rows must lie in [0, {n})")
+    return pairs
+
+
 def estimate_jaccard(sig: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 13) -> np.ndarray:
     """Estimated Jaccard of each pair: the fraction of equal signature entries.
 
@@ -588,7 +608,11 @@ def estimate_jaccard(sig: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 13) -
         >>> estimate_jaccard(s, np.array([[0, 1]])).tolist()
         [0.5]
     """
-    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    pairs = _checked_pairs(pairs, len(sig))
+    if kernels.NUMBA:
+        same = np.empty(len(pairs), dtype=np.int64)
+        kernels.count_equal(np.ascontiguousarray(sig), pairs, same)
+        return same / sig.shape[1]
     out = np.empty(len(pairs), dtype=np.float64)
     for s in range(0, len(pairs), chunk):
         p = pairs[s : s + chunk]
@@ -646,6 +670,10 @@ def _estimates_at_least(
     """The pairs whose estimated Jaccard is >= ``floor`` (> when ``strict``), with estimates;
     full signatures are compared only for pairs that :func:`match_upper_bounds` lets through."""
     num_perm = sig.shape[1]
+    if kernels.NUMBA:  # the compiled count is cheaper than the bound
+        scores = estimate_jaccard(sig, pairs)
+        at = np.flatnonzero(scores > floor if strict else scores >= floor)
+        return at, scores[at]
     bound = match_upper_bounds(sig, pairs) / num_perm  # the same division as the estimate
     maybe = np.flatnonzero(bound > floor if strict else bound >= floor)
     scores = estimate_jaccard(sig, pairs[maybe])
@@ -718,6 +746,11 @@ def _intersections(
 ) -> np.ndarray:
     """``|A & B|`` for each pair of :func:`shingle_sets` sets: the smaller set of each pair is
     looked up in the larger one, in chunks of about ``chunk`` lookups."""
+    if kernels.NUMBA:
+        inter = np.empty(len(pairs), dtype=np.int64)
+        kernels.intersection_sizes(keys, set_offsets, _checked_pairs(pairs, len(set_offsets) - 1),
+                                   inter)
+        return inter
     sizes = np.diff(set_offsets)
     a, b = pairs[:, 0], pairs[:, 1]
     swap = sizes[a] > sizes[b]
@@ -815,9 +848,15 @@ class _ExactJaccard:
         given, the pairs to be scored, whose components choose the frequent shingles."""
         self.ids = _distinct_ids(np.asarray(ids, dtype=np.int64))
         n = len(self.ids)
+        # where ids are dense (the texts of a corpus's pairs), a table finds an id's position
+        # in one lookup; a binary search per pair end cost more than the exact scores
+        self._position = None
+        if n and int(self.ids[-1]) <= 4 * n + 1024:
+            self._position = np.full(int(self.ids[-1]) + 1, -1, dtype=np.int64)
+            self._position[self.ids] = np.arange(n)
         group = np.zeros(n, dtype=np.int64)  # 0: the pool of small components
         if pairs is not None and n:
-            local = np.searchsorted(self.ids, np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
+            local = self._positions(np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
             labels = connected_components(n, local)
             big = np.bincount(labels, minlength=n)[labels] >= self.group_min
             group[big] = labels[big] + 1
@@ -905,6 +944,12 @@ class _ExactJaccard:
         self.sizes = np.bitwise_count(self.bits).sum(axis=1, dtype=np.int64) + np.diff(
             self.rare[1])
 
+    def _positions(self, ids: np.ndarray) -> np.ndarray:
+        """Positions in ``self.ids`` of ids that are among them."""
+        if self._position is None:
+            return np.searchsorted(self.ids, ids)
+        return self._position[ids]
+
     def _set_bits(self, d0: int, doc: np.ndarray, slot: np.ndarray, texts: int = 128) -> None:
         """Set bit ``slot`` of text ``d0 + doc`` for each (ascending) ``doc``: through a
         boolean block of ``texts`` texts at a time (an assignment, so a shingle repeated
@@ -924,7 +969,7 @@ class _ExactJaccard:
 
     def __call__(self, pairs: np.ndarray, chunk: int | None = None) -> np.ndarray:
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-        pairs = self.row[np.searchsorted(self.ids, pairs)]
+        pairs = self.row[self._positions(pairs)]
         inter = _intersections(*self.rare, pairs)
         # bitmap rows are copied about 2 MB at a time: a larger copy is fresh memory from the
         # kernel on every call (beyond malloc's reuse), which grew the time per pair with
@@ -1058,6 +1103,32 @@ def datasketch_hashfunc(scheme: str = "affine32"):
     return shingle_hash
 
 
+def _without_huge_pages(fn):
+    """Run ``fn`` with numpy's transparent-huge-page advice off, as it was before afterwards.
+
+    numpy advises the kernel to back every large new array with huge pages. Dedup's working
+    arrays are large, short-lived and fresh on every call, and on the VMs measured the
+    kernel's time to hand out huge pages grew with the corpus: in one process at 800k
+    documents it took 5.8-6.9 us per document with the advice, 2.0-2.1 without, user time
+    unchanged (``docs/dedup.md``). An explicit ``NUMPY_MADVISE_HUGEPAGE`` is left to rule.
+    """
+    setter = getattr(getattr(getattr(np, "_core", None), "multiarray", None),
+                     "_set_madvise_hugepage", None)
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if setter is None or "NUMPY_MADVISE_HUGEPAGE" in os.environ:
+            return fn(*args, **kwargs)
+        before = setter(False)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            setter(before)
+
+    return run
+
+
+@_without_huge_pages
 def minhash_dedup(
     texts: Sequence[str],
     threshold: float | None = None,

@@ -1,0 +1,103 @@
+"""The compiled MinHash loops (numba) give exactly what the numpy paths give."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxkit.deduplication import kernels
+from ctxkit.deduplication import minhash as mh
+from evals.dedup_corpus import synthetic_templated
+
+pytestmark = pytest.mark.skipif(not kernels.NUMBA, reason="numba is not installed")
+
+
+def both(monkeypatch, fn):
+    """``fn()`` with the compiled loops, then with the numpy paths."""
+    compiled = fn()
+    with monkeypatch.context() as m:
+        m.setattr(kernels, "NUMBA", False)
+        reference = fn()
+    return compiled, reference
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 40), min_size=1, max_size=60),
+    num_perm=st.sampled_from([1, 7, 64, 128, 256]),
+    scheme=st.sampled_from(sorted(mh.SCHEMES)),
+    seed=st.integers(0, 2**16),
+)
+def test_signatures_from_hashes_equal_the_numpy_path(lengths, num_perm, scheme, seed):
+    dtype = mh.SCHEMES[scheme][0]
+    offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    values = np.random.default_rng(seed).integers(
+        0, np.iinfo(dtype).max, offsets[-1], dtype=dtype, endpoint=True)
+    compiled = mh.signatures_from_hashes(values, offsets, num_perm, seed, scheme)
+    kernels.NUMBA = False
+    try:
+        reference = mh.signatures_from_hashes(values, offsets, num_perm, seed, scheme)
+    finally:
+        kernels.NUMBA = True
+    assert compiled.dtype == reference.dtype
+    np.testing.assert_array_equal(compiled, reference)
+    # texts without values keep datasketch's empty signature
+    assert (compiled[np.asarray(lengths) == 0] == np.iinfo(dtype).max).all()
+
+
+def test_signatures_from_hashes_refuse_offsets_past_the_values():
+    with pytest.raises(ValueError, match="offsets"):
+        mh.signatures_from_hashes(np.arange(5, dtype=np.uint32), np.array([0, 3, 9]))
+    with pytest.raises(ValueError, match="offsets"):
+        mh.signatures_from_hashes(np.arange(5, dtype=np.uint32), np.array([0, 4, 2, 5]))
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 40), pairs=st.integers(0, 300), seed=st.integers(0, 2**16))
+def test_estimates_and_intersections_equal_the_numpy_paths(n, pairs, seed):
+    rng = np.random.default_rng(seed)
+    # few distinct entries so that many pairs share some
+    sig = rng.integers(0, 4, (n, 128), dtype=np.uint32)
+    pair = rng.integers(0, n, (pairs, 2))
+    lengths = rng.integers(0, 30, n)
+    values = rng.integers(0, 50, lengths.sum(), dtype=np.uint32)
+    keys, set_offsets = mh.shingle_sets(values, np.r_[0, np.cumsum(lengths)])
+    compiled = (mh.estimate_jaccard(sig, pair), mh._estimates_at_least(sig, pair, 0.3),
+                mh._estimates_at_least(sig, pair, 0.3, strict=True),
+                mh.pair_jaccard(keys, set_offsets, pair))
+    kernels.NUMBA = False
+    try:
+        reference = (mh.estimate_jaccard(sig, pair), mh._estimates_at_least(sig, pair, 0.3),
+                     mh._estimates_at_least(sig, pair, 0.3, strict=True),
+                     mh.pair_jaccard(keys, set_offsets, pair))
+    finally:
+        kernels.NUMBA = True
+    np.testing.assert_array_equal(compiled[0], reference[0])
+    for (at, scores), (ref_at, ref_scores) in zip(compiled[1:3], reference[1:3]):
+        np.testing.assert_array_equal(at, ref_at)
+        np.testing.assert_array_equal(scores, ref_scores)
+    np.testing.assert_array_equal(compiled[3], reference[3])
+
+
+def test_compiled_loops_refuse_rows_out_of_range():
+    sig = np.zeros((3, 8), dtype=np.uint32)
+    for bad in ([[0, 3]], [[-1, 0]]):
+        with pytest.raises(IndexError, match="rows"):
+            mh.estimate_jaccard(sig, np.array(bad))
+    keys, set_offsets = mh.shingle_sets(np.arange(4, dtype=np.uint32), np.array([0, 2, 4]))
+    with pytest.raises(IndexError, match="rows"):
+        mh.pair_jaccard(keys, set_offsets, np.array([[0, 2]]))
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.7, 0.8])
+def test_minhash_dedup_of_templated_records_equals_the_numpy_path(monkeypatch, threshold):
+    import random
+
+    records = synthetic_templated(600, random.Random(3))
+    # records that share a template, and near copies of some of them
+    texts = records + [r.replace("query", "the query", 1) + " thanks" for r in records[:150]]
+    compiled, reference = both(monkeypatch, lambda: mh.minhash_dedup(texts, threshold))
+    np.testing.assert_array_equal(compiled.duplicate_of, reference.duplicate_of)
+    np.testing.assert_array_equal(compiled.similarity, reference.similarity)
+    assert compiled.info == reference.info
+    assert compiled.n_removed > 0
