@@ -101,3 +101,34 @@ def test_minhash_dedup_of_templated_records_equals_the_numpy_path(monkeypatch, t
     np.testing.assert_array_equal(compiled.similarity, reference.similarity)
     assert compiled.info == reference.info
     assert compiled.n_removed > 0
+
+
+def test_loops_compile_without_a_writable_cache_directory(monkeypatch):
+    """numba refuses ``cache=True`` where no cache directory is writable (a read-only
+    install); the loops are then compiled per process instead."""
+    real = kernels.numba.njit
+
+    def njit(*args, cache=False, **kwargs):
+        if cache:
+            raise RuntimeError("cannot cache function: no locator available")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kernels.numba, "njit", njit)
+    count_equal = kernels._compiled(kernels._count_equal)
+    out = np.empty(1, dtype=np.int64)
+    count_equal(np.array([[1, 2, 3], [1, 0, 3]], dtype=np.uint32), np.array([[0, 1]]), out)
+    assert out.tolist() == [2]
+
+
+def test_ctxkit_no_numba_selects_the_numpy_paths():
+    import os
+    import subprocess
+    import sys
+
+    code = ("from ctxkit.deduplication import kernels\n"
+            "from ctxkit.deduplication.minhash import minhash_dedup\n"
+            "print(kernels.NUMBA, minhash_dedup(['a b c d e f g', 'a b c d e f g h']).n_removed)")
+    env = {**os.environ, "CTXKIT_NO_NUMBA": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["False", "1"]

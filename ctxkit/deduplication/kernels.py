@@ -2,9 +2,12 @@
 
 numpy computes a MinHash signature as whole-array passes: every shingle times every
 permutation into a buffer, then a per-text minimum over it. That buffer makes three
-trips through memory per shingle and permutation; the loop below keeps a text's running
-minima in registers and reads each shingle once, about eight times faster on one core.
-numba compiles it on first use (about half a second, cached on disk after that).
+trips through memory per shingle and permutation; :func:`min_affine` keeps a text's running
+minima in one row and reads each shingle once, about eight times faster on one core.
+:func:`count_equal` (signature matches of candidate pairs) and :func:`intersection_sizes`
+(shared values of two sorted runs, the exact Jaccard's rare shingles) replace gathers into
+temporaries and a binary search per value. numba compiles them on first use (about half a
+second; kept on disk after that where a cache directory is writable).
 
 Where numba cannot be imported, ``NUMBA`` is False and callers keep their numpy path;
 ``CTXKIT_NO_NUMBA=1`` forces that path (the tests compare the two).
@@ -88,10 +91,16 @@ def _intersection_sizes(keys, offsets, pairs, out):  # pragma: no cover - compil
         out[i] = same
 
 
+def _compiled(fn):
+    try:
+        return numba.njit(cache=True, nogil=True, boundscheck=False)(fn)
+    except RuntimeError:  # no writable cache directory (a read-only install): compile per process
+        return numba.njit(nogil=True, boundscheck=False)(fn)
+
+
 if NUMBA:
-    _jit = numba.njit(cache=True, nogil=True, boundscheck=False)
-    min_affine = _jit(_min_affine)
-    count_equal = _jit(_count_equal)
-    intersection_sizes = _jit(_intersection_sizes)
+    min_affine = _compiled(_min_affine)
+    count_equal = _compiled(_count_equal)
+    intersection_sizes = _compiled(_intersection_sizes)
 else:
     min_affine = count_equal = intersection_sizes = None

@@ -630,11 +630,11 @@ def match_upper_bounds(sig: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 12)
 
     Only the low byte of each entry is compared (b-bit minwise hashing, Li and Konig 2010):
     equal entries have equal low bytes, so the count can only grow, by about one
-    ``num_perm / 256``-th of the unequal entries. Verification runs this over all candidates
-    and compares full entries only where the bound reaches the threshold: most LSH candidates
-    are far below it (their Jaccard is near 0.05), and reading a quarter of the bytes of two
-    random signature rows is what makes it cheaper. Nothing is lost: a pair this rejects has
-    an estimate below the threshold too.
+    ``num_perm / 256``-th of the unequal entries. Verification without numba runs this over
+    all candidates and compares full entries only where the bound reaches the threshold:
+    most LSH candidates are far below it (their Jaccard is near 0.05), and reading a quarter
+    of the bytes of two random signature rows is what makes it cheaper. Nothing is lost: a
+    pair this rejects has an estimate below the threshold too.
 
     Example:
         >>> s = np.array([[1, 2, 3, 4], [1, 2, 0, 260]], dtype=np.uint32)
@@ -667,8 +667,9 @@ def match_upper_bounds(sig: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 12)
 def _estimates_at_least(
     sig: np.ndarray, pairs: np.ndarray, floor: float, strict: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs whose estimated Jaccard is >= ``floor`` (> when ``strict``), with estimates;
-    full signatures are compared only for pairs that :func:`match_upper_bounds` lets through."""
+    """The pairs whose estimated Jaccard is >= ``floor`` (> when ``strict``), with estimates.
+    Compiled, every pair's signatures are compared; in numpy, only those of pairs that
+    :func:`match_upper_bounds` lets through."""
     num_perm = sig.shape[1]
     if kernels.NUMBA:  # the compiled count is cheaper than the bound
         scores = estimate_jaccard(sig, pairs)
