@@ -12,12 +12,15 @@ from evals.dedup_corpus import synthetic_templated
 pytestmark = pytest.mark.skipif(not kernels.NUMBA, reason="numba is not installed")
 
 
-def both(monkeypatch, fn):
-    """``fn()`` with the compiled loops, then with the numpy paths."""
+def both(fn):
+    """``fn()`` with the compiled loops, then with the numpy paths (a plain switch rather than
+    a fixture, as hypothesis runs many examples per test call)."""
     compiled = fn()
-    with monkeypatch.context() as m:
-        m.setattr(kernels, "NUMBA", False)
+    kernels.NUMBA = False
+    try:
         reference = fn()
+    finally:
+        kernels.NUMBA = True
     return compiled, reference
 
 
@@ -33,12 +36,8 @@ def test_signatures_from_hashes_equal_the_numpy_path(lengths, num_perm, scheme, 
     offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
     values = np.random.default_rng(seed).integers(
         0, np.iinfo(dtype).max, offsets[-1], dtype=dtype, endpoint=True)
-    compiled = mh.signatures_from_hashes(values, offsets, num_perm, seed, scheme)
-    kernels.NUMBA = False
-    try:
-        reference = mh.signatures_from_hashes(values, offsets, num_perm, seed, scheme)
-    finally:
-        kernels.NUMBA = True
+    compiled, reference = both(
+        lambda: mh.signatures_from_hashes(values, offsets, num_perm, seed, scheme))
     assert compiled.dtype == reference.dtype
     np.testing.assert_array_equal(compiled, reference)
     # texts without values keep datasketch's empty signature
@@ -62,16 +61,10 @@ def test_estimates_and_intersections_equal_the_numpy_paths(n, pairs, seed):
     lengths = rng.integers(0, 30, n)
     values = rng.integers(0, 50, lengths.sum(), dtype=np.uint32)
     keys, set_offsets = mh.shingle_sets(values, np.r_[0, np.cumsum(lengths)])
-    compiled = (mh.estimate_jaccard(sig, pair), mh._estimates_at_least(sig, pair, 0.3),
-                mh._estimates_at_least(sig, pair, 0.3, strict=True),
-                mh.pair_jaccard(keys, set_offsets, pair))
-    kernels.NUMBA = False
-    try:
-        reference = (mh.estimate_jaccard(sig, pair), mh._estimates_at_least(sig, pair, 0.3),
-                     mh._estimates_at_least(sig, pair, 0.3, strict=True),
-                     mh.pair_jaccard(keys, set_offsets, pair))
-    finally:
-        kernels.NUMBA = True
+    compiled, reference = both(lambda: (
+        mh.estimate_jaccard(sig, pair), mh._estimates_at_least(sig, pair, 0.3),
+        mh._estimates_at_least(sig, pair, 0.3, strict=True),
+        mh.pair_jaccard(keys, set_offsets, pair)))
     np.testing.assert_array_equal(compiled[0], reference[0])
     for (at, scores), (ref_at, ref_scores) in zip(compiled[1:3], reference[1:3]):
         np.testing.assert_array_equal(at, ref_at)
@@ -90,13 +83,13 @@ def test_compiled_loops_refuse_rows_out_of_range():
 
 
 @pytest.mark.parametrize("threshold", [0.5, 0.7, 0.8])
-def test_minhash_dedup_of_templated_records_equals_the_numpy_path(monkeypatch, threshold):
+def test_minhash_dedup_of_templated_records_equals_the_numpy_path(threshold):
     import random
 
     records = synthetic_templated(600, random.Random(3))
     # records that share a template, and near copies of some of them
     texts = records + [r.replace("query", "the query", 1) + " thanks" for r in records[:150]]
-    compiled, reference = both(monkeypatch, lambda: mh.minhash_dedup(texts, threshold))
+    compiled, reference = both(lambda: mh.minhash_dedup(texts, threshold))
     np.testing.assert_array_equal(compiled.duplicate_of, reference.duplicate_of)
     np.testing.assert_array_equal(compiled.similarity, reference.similarity)
     assert compiled.info == reference.info

@@ -12,16 +12,13 @@ second; kept on disk after that where a cache directory is writable).
 Where numba cannot be imported, ``NUMBA`` is False and callers keep their numpy path;
 ``CTXKIT_NO_NUMBA=1`` forces that path (the tests compare the two).
 
-Example:
+Example (the same loop runs as plain Python where numba is missing):
     >>> import numpy as np
+    >>> loop = min_affine if NUMBA else _min_affine
     >>> out = np.empty((1, 2), dtype=np.uint32)
-    >>> if NUMBA:
-    ...     min_affine(np.array([3, 5], dtype=np.uint32), np.array([0, 2]),
-    ...                np.array([1, 3], dtype=np.uint32), np.array([0, 1], dtype=np.uint32),
-    ...                np.uint64(0xFFFFFFFF), out)
-    ... else:
-    ...     out[:] = [[3, 10]]
-    >>> out.tolist()
+    >>> hv, a, b = (np.array(x, dtype=np.uint32) for x in ([3, 5], [1, 3], [0, 1]))
+    >>> loop(hv, np.array([0, 2]), a, b, np.uint64(0xFFFFFFFF), out)
+    >>> out.tolist()  # min(3, 5) and min(3 * 3 + 1, 3 * 5 + 1)
     [[3, 10]]
 """
 

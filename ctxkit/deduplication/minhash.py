@@ -149,10 +149,15 @@ def _unique_keys(keys: np.ndarray, piece: int = 1 << 14) -> np.ndarray:
     return np.concatenate([_unique(keys[a:b]) for a, b in zip(cuts[:-1], cuts[1:])])
 
 
+def _dense(largest: int, count: int) -> bool:
+    """Whether ``count`` ids up to ``largest`` are dense enough for an array indexed by id."""
+    return largest <= 4 * count + 1024
+
+
 def _distinct_ids(ids: np.ndarray) -> np.ndarray:
     """Sorted distinct non-negative ids: a mark per id where the ids are dense (linear; every
     text of a pair list, say), else :func:`_unique`."""
-    if len(ids) == 0 or int(ids.max()) > 4 * len(ids) + 1024:
+    if len(ids) == 0 or not _dense(int(ids.max()), len(ids)):
         return _unique(ids)
     seen = np.zeros(int(ids.max()) + 1, dtype=bool)
     seen[ids] = True
@@ -283,17 +288,16 @@ def signatures_from_hashes(
     n = len(offsets) - 1
     if n < 0 or offsets[0] != 0 or offsets[-1] != len(values) or (np.diff(offsets) < 0).any():
         raise ValueError("offsets must ascend from 0 to len(values)")
-    if kernels.NUMBA and n > 0:
+    hv = _fmix(values.copy(), width)
+    if kernels.NUMBA:
         out = np.empty((n, num_perm), dtype=dtype)
-        mask = np.uint64((1 << width) - 1)
-        kernels.min_affine(_fmix(values.copy(), width), offsets, a, b, mask, out)
+        kernels.min_affine(hv, offsets, a, b, np.uint64((1 << width) - 1), out)
         return out
     sig = np.full((num_perm, n), np.iinfo(dtype).max, dtype=dtype)
     total = len(values)
     if total == 0 or n == 0:
         return np.ascontiguousarray(sig.T)
     chunk = chunk or max(1024, (1 << 20) // num_perm)
-    hv = _fmix(values.copy(), width)
     buf = np.empty((num_perm, min(chunk, total)), dtype=dtype)
     a_col, b_col = a[:, None], b[:, None]
     with np.errstate(over="ignore"):
@@ -852,7 +856,7 @@ class _ExactJaccard:
         # where ids are dense (the texts of a corpus's pairs), a table finds an id's position
         # in one lookup; a binary search per pair end cost more than the exact scores
         self._position = None
-        if n and int(self.ids[-1]) <= 4 * n + 1024:
+        if n and _dense(int(self.ids[-1]), n):
             self._position = np.full(int(self.ids[-1]) + 1, -1, dtype=np.int64)
             self._position[self.ids] = np.arange(n)
         group = np.zeros(n, dtype=np.int64)  # 0: the pool of small components
