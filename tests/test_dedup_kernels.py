@@ -72,6 +72,25 @@ def test_estimates_and_intersections_equal_the_numpy_paths(n, pairs, seed):
     np.testing.assert_array_equal(compiled[3], reference[3])
 
 
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(0, 400), distinct=st.integers(1, 500), seed=st.integers(0, 2**16))
+def test_shared_buckets_equal_the_numpy_path(n, distinct, seed):
+    rng = np.random.default_rng(seed)
+    # keys drawn from a few values make true buckets; uniform top bits make chance slot-mates
+    col = rng.choice(rng.integers(0, 2**64, distinct, dtype=np.uint64), n)
+    counts = np.zeros(mh._slot_table_size(n), dtype=np.uint8)
+    compiled, reference = both(lambda: (mh._shared_buckets(col, counts), mh._shared_buckets(col)))
+    for got in compiled:
+        want = reference[0]
+        # the same buckets with the same members (the order inside a bucket is free)
+        assert got[2].tolist() == want[2].tolist()
+        for (s, z), (t, w) in zip(zip(got[1], got[2]), zip(want[1], want[2])):
+            assert sorted(got[0][s : s + z]) == sorted(want[0][t : t + w])
+            assert len(set(col[got[0][s : s + z]].tolist())) == 1
+    assert not counts.any()  # left zero for the next band
+    assert sum(compiled[0][2]) == n - len(np.unique(col)) + len(compiled[0][2])
+
+
 def test_compiled_loops_refuse_rows_out_of_range():
     sig = np.zeros((3, 8), dtype=np.uint32)
     for bad in ([[0, 3]], [[-1, 0]]):

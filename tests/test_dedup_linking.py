@@ -11,20 +11,22 @@ from ctxkit.deduplication.unionfind import connected_components
 
 
 def reference_rounds(n, pairs, scores, threshold, margin, exact, big, first):
-    """The plain form of link_pairs' rounds: components of all links so far, recomputed over
-    all ``n`` texts before every round."""
+    """The plain form of link_pairs' rounds: each round the next stretch of the pending pairs
+    (most similar first, each stretch twice the last), less those inside one component of
+    more than ``big`` texts, by the components of all links so far recomputed over all
+    ``n`` texts."""
     scores = scores.copy()
     linked = scores >= threshold + margin
     todo = np.flatnonzero(np.abs(scores - threshold) < margin)
     todo = todo[np.argsort(-scores[todo], kind="stable")]
     size = first
     while len(todo):
+        batch, todo = todo[:size], todo[size:]
         if linked.any():
             labels = connected_components(n, pairs[linked])
             members = np.bincount(labels, minlength=n)
-            a, b = labels[pairs[todo, 0]], labels[pairs[todo, 1]]
-            todo = todo[(a != b) | (members[a] <= big)]
-        batch, todo = todo[:size], todo[size:]
+            a, b = labels[pairs[batch, 0]], labels[pairs[batch, 1]]
+            batch = batch[(a != b) | (members[a] <= big)]
         if len(batch):
             scores[batch] = exact(pairs[batch])
             linked[batch] = scores[batch] >= threshold

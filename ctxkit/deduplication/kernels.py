@@ -6,8 +6,11 @@ trips through memory per shingle and permutation; :func:`min_affine` keeps a tex
 minima in one row and reads each shingle once, about eight times faster on one core.
 :func:`count_equal` (signature matches of candidate pairs) and :func:`intersection_sizes`
 (shared values of two sorted runs, the exact Jaccard's rare shingles) replace gathers into
-temporaries and a binary search per value. numba compiles them on first use (about half a
-second; kept on disk after that where a cache directory is writable).
+temporaries and a binary search per value; :func:`crowded_rows` (LSH keys that may share a
+bucket) counts in a table of bytes where ``np.bincount`` counts in 8-byte integers, a table
+eight times smaller, which stays in cache at sizes where numpy's falls out of it. numba
+compiles them on first use (about half a second; kept on disk after that where a cache
+directory is writable).
 
 Where numba cannot be imported, ``NUMBA`` is False and callers keep their numpy path;
 ``CTXKIT_NO_NUMBA=1`` forces that path (the tests compare the two).
@@ -28,7 +31,7 @@ import os
 
 import numpy as np
 
-__all__ = ["NUMBA", "count_equal", "intersection_sizes", "min_affine"]
+__all__ = ["NUMBA", "count_equal", "crowded_rows", "intersection_sizes", "min_affine"]
 
 try:  # pragma: no branch - which side runs depends on the install
     if os.environ.get("CTXKIT_NO_NUMBA"):
@@ -88,6 +91,25 @@ def _intersection_sizes(keys, offsets, pairs, out):  # pragma: no cover - compil
         out[i] = same
 
 
+def _crowded_rows(keys, shift, counts, out):  # pragma: no cover - compiled by numba
+    """Write to ``out`` the positions ``i`` whose slot ``keys[i] >> shift`` holds another key
+    too, in ascending order, and return how many. ``counts`` (uint8, one per slot) must be
+    zero and is left zero, so one table serves call after call; counts stop at 2."""
+    n = keys.shape[0]
+    for i in range(n):
+        s = keys[i] >> shift
+        if counts[s] < 2:
+            counts[s] += 1
+    k = 0
+    for i in range(n):
+        if counts[keys[i] >> shift] > 1:
+            out[k] = i
+            k += 1
+    for i in range(n):
+        counts[keys[i] >> shift] = 0
+    return k
+
+
 def _compiled(fn):
     try:
         return numba.njit(cache=True, nogil=True, boundscheck=False)(fn)
@@ -99,5 +121,6 @@ if NUMBA:
     min_affine = _compiled(_min_affine)
     count_equal = _compiled(_count_equal)
     intersection_sizes = _compiled(_intersection_sizes)
+    crowded_rows = _compiled(_crowded_rows)
 else:
-    min_affine = count_equal = intersection_sizes = None
+    min_affine = count_equal = intersection_sizes = crowded_rows = None

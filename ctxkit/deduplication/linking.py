@@ -66,20 +66,24 @@ def link_pairs(
     labels = np.arange(local.max() + 1 if len(local) else 0)
     fresh = np.flatnonzero(linked)  # links not yet merged into ``labels``
     members = None  # component sizes, once any link is merged
-    size = FIRST_ROUND
-    while len(todo):
+    # Each round takes the next stretch of pending pairs (each twice the last) and scores
+    # those not already inside one big component. A pair is looked at in one round only:
+    # filtering every pending pair in every round read them all about log(pairs) times.
+    start, size = 0, FIRST_ROUND
+    while start < len(todo):
         if len(fresh):
             labels = connected_components(len(labels), labels[local[fresh]])[labels]
             members = np.bincount(labels, minlength=len(labels))
+        batch = todo[start : start + size]
+        start += size
+        size *= 2
         if members is not None:
-            a, b = labels[local[todo, 0]], labels[local[todo, 1]]
-            todo = todo[(a != b) | (members[a] <= big)]
-        batch, todo = todo[:size], todo[size:]
+            a, b = labels[local[batch, 0]], labels[local[batch, 1]]
+            batch = batch[(a != b) | (members[a] <= big)]
         if len(batch):
             scores[batch] = exact(pairs[batch])
             linked[batch] = scores[batch] >= threshold
         fresh = batch[linked[batch]]
-        size *= 2
     return pairs[linked], scores[linked]
 
 

@@ -458,22 +458,33 @@ def band_keys(sig: np.ndarray, bands: int, rows: int, block: int = 4096) -> np.n
     return out
 
 
-def _shared_buckets(col: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _shared_buckets(
+    col: np.ndarray, counts: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The buckets of ``col`` (uint64 band keys) holding two or more rows: positions into
     ``col`` grouped by key (``order``), and each bucket's ``(start, size)`` in ``order``.
 
     Linear where a sort is not: the keys are uniform hashes, so a counting pass over a table
     of about ``4 n`` slots (their top bits) clears most rows as alone in their slot, and only
-    the rest (true buckets and about a fifth of the rows by chance) is sorted.
+    the rest (true buckets and about a fifth of the rows by chance) is sorted. With numba the
+    table is bytes, ``counts`` (zero, at least :func:`_slot_table_size` long) when the caller
+    reuses one across bands.
 
     Example:
         >>> order, starts, sizes = _shared_buckets(np.array([7, 3, 7, 9, 7], dtype=np.uint64) << 60)
         >>> order[starts[0] : starts[0] + sizes[0]].tolist(), sizes.tolist()
         ([0, 2, 4], [3])
     """
-    bits = max(8, (len(col) - 1).bit_length() + 2)
-    slot = (col >> np.uint64(64 - bits)).astype(np.intp)
-    crowded = np.flatnonzero(np.bincount(slot, minlength=1 << bits)[slot] > 1)
+    size = _slot_table_size(len(col))
+    shift = np.uint64(64 - size.bit_length() + 1)
+    if kernels.NUMBA:
+        if counts is None or len(counts) < size:
+            counts = np.zeros(size, dtype=np.uint8)
+        crowded = np.empty(len(col), dtype=np.int64)
+        crowded = crowded[: kernels.crowded_rows(col, shift, counts, crowded)]
+    else:
+        slot = (col >> shift).astype(np.intp)
+        crowded = np.flatnonzero(np.bincount(slot, minlength=size)[slot] > 1)
     # the order inside a bucket is irrelevant: pairs and hubs depend on ids only
     order = crowded[np.argsort(col[crowded])]
     sorted_keys = col[order]
@@ -483,6 +494,12 @@ def _shared_buckets(col: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     sizes = np.diff(np.flatnonzero(boundary))
     multi = sizes > 1
     return order, starts[multi], sizes[multi]
+
+
+def _slot_table_size(n: int) -> int:
+    """Slots of :func:`_shared_buckets`' counting table for ``n`` keys: a power of two of
+    about ``4 n`` (at least 256), so a key's slot is its top bits."""
+    return 1 << max(8, (n - 1).bit_length() + 2)
 
 
 def _bucket_members(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -580,10 +597,14 @@ def candidate_pairs(
     if live is not None:
         ids = ids[live]
     codes = []
+    # one counting table for every band (it is left zero): a fresh one per band was fresh
+    # memory from the kernel each time
+    counts = np.zeros(_slot_table_size(len(ids)), dtype=np.uint8) if kernels.NUMBA else None
     # one band at a time: a column (copied contiguous) is the only temporary the size of n
     for band in range(keys.shape[1] if keys.ndim == 2 else 0):
         col = keys[:, band] if live is None else keys[live, band]
-        order, starts, sizes = _shared_buckets(np.ascontiguousarray(col, dtype=np.uint64))
+        order, starts, sizes = _shared_buckets(np.ascontiguousarray(col, dtype=np.uint64),
+                                               counts)
         if len(starts):
             codes.append(_group_codes(ids[order], starts, sizes, max_bucket, band + first_band))
     if not codes:
@@ -854,22 +875,30 @@ class _ExactJaccard:
         self.ids = _distinct_ids(np.asarray(ids, dtype=np.int64))
         n = len(self.ids)
         # where ids are dense (the texts of a corpus's pairs), a table finds an id's position
-        # in one lookup; a binary search per pair end cost more than the exact scores
-        self._position = None
+        # (later its row) in one lookup; a binary search per pair end cost more than the
+        # exact scores
+        table = None
         if n and _dense(int(self.ids[-1]), n):
-            self._position = np.full(int(self.ids[-1]) + 1, -1, dtype=np.int64)
-            self._position[self.ids] = np.arange(n)
+            table = np.full(int(self.ids[-1]) + 1, -1, dtype=np.int64)
+            table[self.ids] = np.arange(n)
         group = np.zeros(n, dtype=np.int64)  # 0: the pool of small components
+        component = np.arange(n)
         if pairs is not None and n:
-            local = self._positions(np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
+            pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+            local = table[pairs] if table is not None else np.searchsorted(self.ids, pairs)
             labels = connected_components(n, local)
             big = np.bincount(labels, minlength=n)[labels] >= self.group_min
             group[big] = labels[big] + 1
-        # rows are laid out group by group (then by id): each group's texts are hashed
-        # together, with its own frequent shingles
-        order = np.lexsort((np.arange(n), group))
+            component = labels
+        # rows are laid out group by group, each group's texts hashed together with its own
+        # frequent shingles; inside a group, component by component (then by id), so the two
+        # texts of a pair have rows close together
+        order = np.lexsort((np.arange(n), component, group))
         self.row = np.empty(n, dtype=np.int64)  # row of the text at each position of ``ids``
         self.row[order] = np.arange(n)
+        self._row_of = table  # an id's row, where the table exists
+        if table is not None:
+            table[self.ids] = self.row
         self.group = group[order]
 
         # The texts are hashed again here, a block at a time, rather than kept from the
@@ -949,11 +978,11 @@ class _ExactJaccard:
         self.sizes = np.bitwise_count(self.bits).sum(axis=1, dtype=np.int64) + np.diff(
             self.rare[1])
 
-    def _positions(self, ids: np.ndarray) -> np.ndarray:
-        """Positions in ``self.ids`` of ids that are among them."""
-        if self._position is None:
-            return np.searchsorted(self.ids, ids)
-        return self._position[ids]
+    def _rows(self, ids: np.ndarray) -> np.ndarray:
+        """Rows of ids that are among ``self.ids``: one lookup where the ids are dense."""
+        if self._row_of is not None:
+            return self._row_of[ids]
+        return self.row[np.searchsorted(self.ids, ids)]
 
     def _set_bits(self, d0: int, doc: np.ndarray, slot: np.ndarray, texts: int = 128) -> None:
         """Set bit ``slot`` of text ``d0 + doc`` for each (ascending) ``doc``: through a
@@ -974,7 +1003,13 @@ class _ExactJaccard:
 
     def __call__(self, pairs: np.ndarray, chunk: int | None = None) -> np.ndarray:
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-        pairs = self.row[self._positions(pairs)]
+        # scored in row order, results put back in the caller's: rows of a component lie
+        # together, so each pair's sets are read near the previous pair's; in the callers'
+        # order (most similar first) every read was a cache miss, more of them the larger
+        # the corpus
+        rows = self._rows(pairs)
+        by = np.argsort(rows[:, 0])
+        pairs = rows[by]
         inter = _intersections(*self.rare, pairs)
         # bitmap rows are copied about 2 MB at a time: a larger copy is fresh memory from the
         # kernel on every call (beyond malloc's reuse), which grew the time per pair with
@@ -988,7 +1023,9 @@ class _ExactJaccard:
         for i in np.flatnonzero(self.group[pairs[:, 0]] != self.group[pairs[:, 1]]).tolist():
             a, b = pairs[i].tolist()
             inter[i] = len(np.intersect1d(self._set(a), self._set(b), assume_unique=True))
-        return _jaccard(inter, self.sizes[pairs[:, 0]] + self.sizes[pairs[:, 1]])
+        out = np.empty(len(pairs), dtype=np.float64)
+        out[by] = _jaccard(inter, self.sizes[pairs[:, 0]] + self.sizes[pairs[:, 1]])
+        return out
 
     def _set(self, row: int) -> np.ndarray:
         """The shingle values of one row: its rare keys' values and its bits' shingles."""
