@@ -78,7 +78,7 @@ def test_shared_buckets_equal_the_numpy_path(n, distinct, seed):
     rng = np.random.default_rng(seed)
     # keys drawn from a few values make true buckets; uniform top bits make chance slot-mates
     col = rng.choice(rng.integers(0, 2**64, distinct, dtype=np.uint64), n)
-    counts = np.zeros(mh._slot_table_size(n), dtype=np.uint8)
+    counts = np.zeros(1 << mh._slot_bits(n), dtype=np.uint8)
     compiled, reference = both(lambda: (mh._shared_buckets(col, counts), mh._shared_buckets(col)))
     for got in compiled:
         want = reference[0]

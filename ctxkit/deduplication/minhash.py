@@ -288,7 +288,7 @@ def signatures_from_hashes(
     n = len(offsets) - 1
     if n < 0 or offsets[0] != 0 or offsets[-1] != len(values) or (np.diff(offsets) < 0).any():
         raise ValueError("offsets must ascend from 0 to len(values)")
-    hv = _fmix(values.copy(), width)
+    hv = _fmix(values, width)  # a new array: the finalizer's first step is not in place
     if kernels.NUMBA:
         out = np.empty((n, num_perm), dtype=dtype)
         kernels.min_affine(hv, offsets, a, b, np.uint64((1 << width) - 1), out)
@@ -467,7 +467,7 @@ def _shared_buckets(
     Linear where a sort is not: the keys are uniform hashes, so a counting pass over a table
     of about ``4 n`` slots (their top bits) clears most rows as alone in their slot, and only
     the rest (true buckets and about a fifth of the rows by chance) is sorted. With numba the
-    table is bytes, ``counts`` (zero, at least :func:`_slot_table_size` long) when the caller
+    table is bytes, ``counts`` (zero, at least ``1 << _slot_bits(n)`` long) when the caller
     reuses one across bands.
 
     Example:
@@ -475,8 +475,8 @@ def _shared_buckets(
         >>> order[starts[0] : starts[0] + sizes[0]].tolist(), sizes.tolist()
         ([0, 2, 4], [3])
     """
-    size = _slot_table_size(len(col))
-    shift = np.uint64(64 - size.bit_length() + 1)
+    bits = _slot_bits(len(col))
+    size, shift = 1 << bits, np.uint64(64 - bits)
     if kernels.NUMBA:
         if counts is None or len(counts) < size:
             counts = np.zeros(size, dtype=np.uint8)
@@ -496,10 +496,10 @@ def _shared_buckets(
     return order, starts[multi], sizes[multi]
 
 
-def _slot_table_size(n: int) -> int:
-    """Slots of :func:`_shared_buckets`' counting table for ``n`` keys: a power of two of
-    about ``4 n`` (at least 256), so a key's slot is its top bits."""
-    return 1 << max(8, (n - 1).bit_length() + 2)
+def _slot_bits(n: int) -> int:
+    """Bits of a key that name its slot in :func:`_shared_buckets`' counting table for ``n``
+    keys (its top bits): ``1 << bits`` slots, about ``4 n`` and at least 256."""
+    return max(8, (n - 1).bit_length() + 2)
 
 
 def _bucket_members(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -599,7 +599,7 @@ def candidate_pairs(
     codes = []
     # one counting table for every band (it is left zero): a fresh one per band was fresh
     # memory from the kernel each time
-    counts = np.zeros(_slot_table_size(len(ids)), dtype=np.uint8) if kernels.NUMBA else None
+    counts = np.zeros(1 << _slot_bits(len(ids)), dtype=np.uint8) if kernels.NUMBA else None
     # one band at a time: a column (copied contiguous) is the only temporary the size of n
     for band in range(keys.shape[1] if keys.ndim == 2 else 0):
         col = keys[:, band] if live is None else keys[live, band]
