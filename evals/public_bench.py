@@ -199,7 +199,7 @@ def locomo_messages(conv: LocomoConversation, question: LocomoQuestion
 
 
 def locomo_retained(kept: Sequence[int], question: LocomoQuestion) -> bool:
-    """True when every evidence turn's index is in ``kept`` (``ChatCompression.kept``)."""
+    """True when every evidence turn's index is in ``kept`` (``CompressChatResult.kept``)."""
     have = set(int(i) for i in kept)
     return all(e in have for e in question.evidence)
 

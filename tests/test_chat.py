@@ -4,7 +4,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxkit.compression.chat import ChatCompression, compress_chat, count_chat_tokens
+from ctxkit.compression.chat import CompressChatResult, compress_chat, count_chat_tokens
 from ctxkit.compression.scorers import IdfScorer
 from ctxkit.io.tokenizers import get_tokenizer
 
@@ -45,7 +45,7 @@ def test_counts_tokens_like_the_openai_cookbook():
 def test_keeps_system_last_turns_and_the_needed_fact():
     msgs = history()
     out = compress_chat(msgs, budget=120, scorer=SCORER)
-    assert isinstance(out, ChatCompression)
+    assert isinstance(out, CompressChatResult)
     assert out.compressed_tokens <= 120 == out.budget
     assert out.compressed_tokens == count_chat_tokens(out.messages)
     contents = [m.get("content") for m in out.messages]

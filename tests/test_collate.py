@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxkit.packing.collate import IGNORE_INDEX, PackedCollator, collate_plan, pack, pack_arrays
-from ctxkit.packing.plan import OVERFLOW_POLICIES, STRATEGIES, PackPlan
+from ctxkit.packing.plan import OVERFLOW_POLICIES, STRATEGIES, PackLengthsResult
 
 SEP = 7
 PAD = 3
@@ -208,7 +208,7 @@ def test_collate_split_pieces(seqs, capacity, data):
     if cur:
         bins.append(cur)
     multi = {i for i, _, _ in pieces_all if sum(p[0] == i for p in pieces_all) > 1}
-    plan = PackPlan(
+    plan = PackLengthsResult(
         bins=[np.array([p[0] for p in b], dtype=np.int64) for b in bins], capacity=capacity,
         total_tokens=int(lengths.sum()), strategy="bfd", lengths=lengths, pieces=bins,
         split=np.array(sorted(multi), dtype=np.int64),
@@ -398,7 +398,7 @@ def test_a_broken_plan_is_an_internal_error_not_lost_tokens():
     from ctxkit.errors import InternalError
 
     lengths = np.array([3, 2], dtype=np.int64)
-    twice = PackPlan(bins=[np.array([0, 0], dtype=np.int64), np.array([1], dtype=np.int64)],
+    twice = PackLengthsResult(bins=[np.array([0, 0], dtype=np.int64), np.array([1], dtype=np.int64)],
                      capacity=8, total_tokens=8, strategy="bfd", lengths=lengths)
     tokens = np.array([11, 11, 11, 12, 12], dtype=np.int64)
     with pytest.raises(InternalError, match="placed 6 of input 0.s 3 tokens"):

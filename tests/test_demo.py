@@ -28,7 +28,7 @@ def default_run():
 
 
 def _without_timings(value):
-    """A stage as plain data, minus wall-clock fields (and the PackedBatch, compared apart)."""
+    """A stage as plain data, minus wall-clock fields (and the PackResult, compared apart)."""
     if dataclasses.is_dataclass(value):
         value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, dict):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.compression.density import DensityReport, density, near_duplicates, text_density
+from ctxkit.compression.density import DensityResult, density, near_duplicates, text_density
 from ctxkit.compression.scorers import IdfScorer
 from ctxkit.io.tokenizers import get_tokenizer
 
@@ -19,7 +19,7 @@ def test_single_text_metrics_match_definitions():
     text = "alpha beta gamma alpha beta gamma delta"
     scorer = IdfScorer(table={"alpha": 2.0, "beta": 3.0, "gamma": 4.0, "delta": 5.0})
     rep = density(text, scorer=scorer)
-    assert isinstance(rep, DensityReport) and len(rep.texts) == 1
+    assert isinstance(rep, DensityResult) and len(rep.texts) == 1
     t = rep.texts[0]
     ids = TOK.encode(text)
     assert t.tokens == len(ids)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxkit.packing.optimal import cutting_stock
-from ctxkit.packing.plan import OVERFLOW_POLICIES, STRATEGIES, BinList, PackPlan, pack_lengths
+from ctxkit.packing.plan import OVERFLOW_POLICIES, STRATEGIES, BinList, PackLengthsResult, pack_lengths
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -138,7 +138,7 @@ def test_bfd_large_random_against_reference():
 # --------------------------------------------------------------------------- invariants
 
 
-def check_plan(plan: PackPlan, lengths: list[int], cap: int, overflow: str) -> None:
+def check_plan(plan: PackLengthsResult, lengths: list[int], cap: int, overflow: str) -> None:
     arr = np.asarray(lengths, np.int64)
     n = arr.size
     segs = plan.segments()
@@ -314,6 +314,6 @@ def test_binlist_behaves_like_a_list_of_arrays():
     with pytest.raises(IndexError):
         plan.bins[2]
     # a plan built by hand with a plain list works too
-    hand = PackPlan(bins=[np.array([0])], capacity=8, total_tokens=3, strategy="bfd",
+    hand = PackLengthsResult(bins=[np.array([0])], capacity=8, total_tokens=3, strategy="bfd",
                     lengths=np.array([3]))
     assert hand.segments() == [[(0, 0, 3)]] and hand.n_bins == 1

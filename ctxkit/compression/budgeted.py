@@ -11,7 +11,7 @@ __all__ = ["BudgetedResult"]
 class BudgetedResult:
     """Mixin for result dataclasses with ``original_tokens``, ``compressed_tokens`` and
     ``budget`` fields (:class:`~ctxkit.compression.prune.CompressResult`,
-    :class:`~ctxkit.compression.chat.ChatCompression`)."""
+    :class:`~ctxkit.compression.chat.CompressChatResult`)."""
 
     original_tokens: int
     compressed_tokens: int

@@ -66,7 +66,7 @@ from ctxkit.io.messages import raw_role as _role
 from ctxkit.io.messages import tool_call_ids as _tool_ids
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
-__all__ = ["ChatCompression", "MessageChange", "compress_chat", "count_chat_tokens"]
+__all__ = ["CompressChatResult", "MessageChange", "compress_chat", "count_chat_tokens"]
 
 _SYSTEM = {"system", "developer"}
 _USER = {"user", "human"}
@@ -91,7 +91,7 @@ class MessageChange:
 
 
 @dataclass
-class ChatCompression(BudgetedResult):
+class CompressChatResult(BudgetedResult):
     """The compressed messages (input format) and the ledger of what changed."""
 
     messages: list[dict[str, Any]]
@@ -220,7 +220,7 @@ def compress_chat(
     whole_share: float = 0.25,
     word_keep: float = 0.5,
     alternate: bool = False,
-) -> ChatCompression:
+) -> CompressChatResult:
     """Fit a chat history into ``budget`` tokens; see the module docstring for the policy.
 
     ``neighbors``: with a query, each turn's score gains this share of its better neighbour's
@@ -241,7 +241,7 @@ def compress_chat(
 
 
 def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions,
-           features: ChatFeatures, query: str | None = None) -> ChatCompression:
+           features: ChatFeatures, query: str | None = None) -> CompressChatResult:
     """``compress_chat`` with its options and a feature store given (``ChatMemory`` keeps one
     store for a whole conversation; the result is the same as with a fresh one)."""
     check_budget(budget)
@@ -257,7 +257,7 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
     ledger: list[MessageChange] = []
     keep = np.ones(n, dtype=bool)
 
-    def result() -> ChatCompression:
+    def result() -> CompressChatResult:
         out, kept, total = [], [], priming if keep.any() else 0
         for i in np.flatnonzero(keep):
             msg = dict(messages[i])
@@ -269,7 +269,7 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
             out.append(msg)
             kept.append(int(i))
         ledger.sort(key=lambda c: c.index)
-        return ChatCompression(out, original, total, int(budget), kept, ledger, fmt)
+        return CompressChatResult(out, original, total, int(budget), kept, ledger, fmt)
 
     if original <= budget:
         return result()

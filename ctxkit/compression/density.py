@@ -17,7 +17,7 @@ Per text (:class:`TextDensity`):
   the part that only repeats what the text already said (a paragraph pasted twice halves it).
   It is the "utility per token" that compression greedily maximises.
 
-Per corpus (``density(list_of_texts)``, a :class:`DensityReport`): the per-text metrics as
+Per corpus (``density(list_of_texts)``, a :class:`DensityResult`): the per-text metrics as
 distributions (``summary()``), plus redundancy against the rest of the corpus: which texts are
 near-duplicates (MinHash, Jaccard of word 3-gram shingles >= ``threshold``) of an earlier one,
 their share, the tokens dedup would save, the top redundant clusters, and with
@@ -42,7 +42,7 @@ import numpy as np
 from ctxkit.compression.scorers import Scorer, get_scorer
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
-__all__ = ["DensityReport", "TextDensity", "density", "near_duplicates", "text_densities"]
+__all__ = ["DensityResult", "TextDensity", "density", "near_duplicates", "text_densities"]
 
 
 @dataclass
@@ -59,7 +59,7 @@ class TextDensity:
 
 
 @dataclass
-class DensityReport:
+class DensityResult:
     """Density of one text or a corpus; corpus fields are trivial for a single text."""
 
     texts: list[TextDensity]
@@ -196,7 +196,7 @@ def density(
     threshold: float = 0.8,
     semantic: bool = False,
     top_clusters: int = 10,
-) -> DensityReport:
+) -> DensityResult:
     """Density of one text or of a corpus; see the module docstring for every metric.
 
     ``scorer=None`` skips self-information (and so the composite score). With the ``idf``
@@ -222,7 +222,7 @@ def density(
     novelty = None
     if semantic and texts:
         novelty = _novelty(texts)
-    return DensityReport(
+    return DensityResult(
         texts=per_text,
         tokenizer=getattr(tok, "name", str(tokenizer)),
         scorer=None if sc is None else sc.name,

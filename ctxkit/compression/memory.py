@@ -40,7 +40,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ctxkit.compression.chat import DEFAULT_SCORER, ChatCompression, ChatOptions, select
+from ctxkit.compression.chat import DEFAULT_SCORER, CompressChatResult, ChatOptions, select
 from ctxkit.compression.chat_features import ChatFeatures
 from ctxkit.compression.prune import check_budget
 from ctxkit.compression.scorers import Scorer, available_scorers
@@ -94,7 +94,7 @@ class ChatMemory:
         for m in messages:
             self.add(m)
 
-    def compress(self, query: str | None = None, budget: int | None = None) -> ChatCompression:
+    def compress(self, query: str | None = None, budget: int | None = None) -> CompressChatResult:
         """The window to send now: ``compress_chat(self.messages, budget, ...)``, from cache.
 
         ``budget`` overrides the memory's budget for this call.

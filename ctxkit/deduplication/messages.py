@@ -32,7 +32,7 @@ from ctxkit.deduplication.normalize import Normalization
 from ctxkit.deduplication.pipeline import dedup, parse_methods
 from ctxkit.io.messages import is_courtesy, parse_messages
 
-__all__ = ["MessageDedup", "dedup_messages", "is_acknowledgement"]
+__all__ = ["DedupMessagesResult", "dedup_messages", "is_acknowledgement"]
 
 PROTECTED_ROLES = ("system", "developer", "tool", "function")
 _ACK_TOKEN = "\x01ack\x01"
@@ -48,7 +48,7 @@ def is_acknowledgement(text: str) -> bool:
 
 
 @dataclass
-class MessageDedup:
+class DedupMessagesResult:
     """Kept messages (input order), their input indices, and one ledger row per removed turn.
 
     A ledger row: ``index`` and ``role`` of the removed turn, ``duplicate_of`` (the input
@@ -74,7 +74,7 @@ def dedup_messages(
     roles: Sequence[str] = ("user", "assistant"),
     acknowledgements: bool = True,
     **options: Any,
-) -> MessageDedup:
+) -> DedupMessagesResult:
     """Collapse near-duplicate turns of a chat history.
 
     Args:
@@ -92,7 +92,7 @@ def dedup_messages(
             in "?" and "!").
 
     Returns:
-        :class:`MessageDedup` with the kept messages (the same dict objects) and a ledger.
+        :class:`DedupMessagesResult` with the kept messages (the same dict objects) and a ledger.
     """
     keep_rule = {"latest": "last", "last": "last", "first": "first"}.get(keep)
     if keep_rule is None:
@@ -135,4 +135,4 @@ def dedup_messages(
             )
     ledger.sort(key=lambda e: e["index"])
     kept = [i for i in range(len(messages)) if duplicate_of[i] < 0]
-    return MessageDedup(messages=[messages[i] for i in kept], kept=kept, ledger=ledger)
+    return DedupMessagesResult(messages=[messages[i] for i in kept], kept=kept, ledger=ledger)

@@ -216,7 +216,7 @@ class PackStage:
     target_tokens: int
     max_length: int
     mean_length: float
-    batch: Any  # PackedBatch packed with bfd
+    batch: Any  # PackResult packed with bfd
     strategies: list[StrategyRow]
     tokenize_seconds: float
 

@@ -213,7 +213,7 @@ def _tag_pieces(batch: dict[str, np.ndarray], plan: Broadcast, column: str,
 def _assemble(batch: dict[str, np.ndarray], id_column: str | None, opts: PackOptions) -> Any:
     """Collate the complete windows of one partition, exactly as ``pack_arrays`` would."""
     from ctxkit.packing.collate import collate_plan
-    from ctxkit.packing.plan import BinList, PackPlan
+    from ctxkit.packing.plan import BinList, PackLengthsResult
 
     window = np.asarray(batch["window"], dtype=np.int64)
     order = np.lexsort((np.asarray(batch["slot"]), window))
@@ -228,7 +228,7 @@ def _assemble(batch: dict[str, np.ndarray], id_column: str | None, opts: PackOpt
     bounds = np.r_[0, cuts, n] if n else np.zeros(1)  # an empty partition has no window
     bins = BinList(np.arange(n, dtype=np.int64), bounds.astype(np.int64))
     # each piece is an input of its own here; its place in the sequence is put back below
-    plan = PackPlan(bins=bins, capacity=opts.capacity, total_tokens=int(lengths.sum()),
+    plan = PackLengthsResult(bins=bins, capacity=opts.capacity, total_tokens=int(lengths.sum()),
                     strategy=opts.strategy, lengths=lengths)
     offsets = np.cumsum(lengths) - lengths
     packed = collate_plan(plan, flat, offsets, lengths, label_keep=keep_flat,

@@ -1,7 +1,7 @@
 """How much of a context budget is wasted, and what each stage would save.
 
 ``evaluate(texts, ...)`` runs the pipeline stages on a dataset and returns an
-:class:`EvalReport`: sections of figures, each figure saying how it was computed. The report
+:class:`EvaluateResult`: sections of figures, each figure saying how it was computed. The report
 renders itself as JSON (``to_json``), Markdown (``to_markdown``) and PNG plots (``plot``).
 
 Sections:
@@ -37,7 +37,7 @@ import numpy as np
 
 from ctxkit.evaluation.report import plot_report, render_markdown
 
-__all__ = ["EvalReport", "evaluate", "SECTIONS"]
+__all__ = ["EvaluateResult", "evaluate", "SECTIONS"]
 
 SECTIONS = ("lengths", "utilization", "redundancy", "density", "embedding")
 DEFAULT_SECTIONS = ("lengths", "utilization", "redundancy", "density")
@@ -45,7 +45,7 @@ PACK_STRATEGIES = ("greedy", "ffd", "bfd", "optimal", "wrapped")
 
 
 @dataclass
-class EvalReport:
+class EvaluateResult:
     """Figures per section; ``notes[section]`` says how each was computed."""
 
     dataset: dict[str, Any]
@@ -355,7 +355,7 @@ def evaluate(
     kv_model: Any = None,
     kv_dtype: str = "bfloat16",
     kv_batch_size: int = 8,
-) -> EvalReport:
+) -> EvaluateResult:
     """Run the pipeline stages on ``texts`` and report what each would save.
 
     ``content`` (one per text) is what the redundancy and density sections read when the
@@ -394,7 +394,7 @@ def evaluate(
             raise ValueError(f"kv_batch_size must be a positive integer, got {kv_batch_size!r}")
     step = progress or (lambda _msg: None)
     tok = resolve_tokenizer(tokenizer)
-    report = EvalReport(
+    report = EvaluateResult(
         dataset={"name": name, "texts": len(texts), "tokenizer": getattr(tok, "name", str(tok)),
                  "capacity": capacity, "seed": seed},
     )

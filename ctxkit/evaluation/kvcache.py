@@ -46,7 +46,7 @@ __all__ = [
     "DTYPE_BITS",
     "KVCacheChange",
     "KVCacheShape",
-    "KVCacheSize",
+    "KVCacheReport",
     "format_bytes",
     "kv_bytes_per_sequence",
     "kv_cache_bytes",
@@ -98,7 +98,7 @@ class KVCacheShape:
 
 
 @dataclass(frozen=True)
-class KVCacheSize:
+class KVCacheReport:
     """The KV cache of ``tokens`` tokens (over ``sequences`` sequences) and how it adds up.
 
     ``bytes`` is the total; ``per_token_bytes`` what one token costs with no window cap
@@ -146,8 +146,8 @@ class KVCacheSize:
 class KVCacheChange:
     """KV cache before and after compression, for one model and dtype."""
 
-    before: KVCacheSize
-    after: KVCacheSize
+    before: KVCacheReport
+    after: KVCacheReport
 
     @property
     def saved_bytes(self) -> int:
@@ -412,7 +412,7 @@ def _ceil_bytes(bits: Any) -> Any:
 
 
 def kv_cache_bytes(config: ModelSpec, tokens: int | Sequence[int] | np.ndarray,
-                   dtype: str = "bfloat16") -> KVCacheSize:
+                   dtype: str = "bfloat16") -> KVCacheReport:
     """The KV-cache memory of ``tokens`` tokens for the model ``config`` describes.
 
     ``tokens``: one sequence's token count, or an array of per-sequence counts (a batch, or the
@@ -433,7 +433,7 @@ def kv_cache_bytes(config: ModelSpec, tokens: int | Sequence[int] | np.ndarray,
     counts = _tokens(tokens)
     held = int(_layer_tokens(shape, counts).sum())
     per_layer = shape.tensors * shape.kv_heads * shape.head_dim
-    return KVCacheSize(
+    return KVCacheReport(
         model=shape.name, dtype=name, tokens=int(counts.sum()), sequences=int(counts.size),
         bytes=_ceil_bytes(held * per_layer * bits),
         per_token_bytes=_ceil_bytes(shape.values_per_token * bits),

@@ -1,4 +1,4 @@
-"""Rendering an evaluation report (:class:`~ctxkit.evaluation.harness.EvalReport`) as Markdown
+"""Rendering an evaluation report (:class:`~ctxkit.evaluation.harness.EvaluateResult`) as Markdown
 and PNG plots.
 
 Kept apart from the harness so the measuring code never imports matplotlib. Plots draw on
@@ -29,8 +29,8 @@ from ctxkit.io.records import atomic_write
 __all__ = ["render_markdown", "plot_report"]
 
 
-class EvalReport(Protocol):
-    """What rendering reads from a report (the harness's ``EvalReport`` has all of it)."""
+class EvaluateResult(Protocol):
+    """What rendering reads from a report (the harness's ``EvaluateResult`` has all of it)."""
 
     dataset: dict[str, Any]
     sections: dict[str, dict[str, Any]]
@@ -93,7 +93,7 @@ def _methods_table(methods: dict[str, dict[str, Any]]) -> list[str]:
     return _table(["method"] + [c.replace("_", " ") for c in columns], rows)
 
 
-def render_markdown(report: EvalReport, plots: Sequence[str] = ()) -> str:
+def render_markdown(report: EvaluateResult, plots: Sequence[str] = ()) -> str:
     """The report as a Markdown page: a table per section and how each figure was computed."""
     ds = report.dataset
     lines = [f"# ctxkit report: {ds.get('name', 'dataset')}", ""]
@@ -127,7 +127,7 @@ def _is_method_map(value: Any) -> bool:
     )
 
 
-def plot_report(report: EvalReport, directory: Path) -> list[Path]:
+def plot_report(report: EvaluateResult, directory: Path) -> list[Path]:
     """One PNG per section with something to draw; returns the written paths."""
     from matplotlib.figure import Figure
 

@@ -23,7 +23,7 @@ __all__ = ["DensityJobReport", "run_density"]
 
 @dataclass
 class DensityJobReport(JobReport):
-    """The :class:`~ctxkit.compression.density.DensityReport` with record ids attached."""
+    """The :class:`~ctxkit.compression.density.DensityResult` with record ids attached."""
 
     data: dict[str, Any] = field(default_factory=dict)
     density: Any = None

@@ -18,7 +18,7 @@ __all__ = ["EvalJobReport", "run_eval"]
 
 @dataclass
 class EvalJobReport(JobReport):
-    """The :class:`~ctxkit.evaluation.harness.EvalReport` and the files written."""
+    """The :class:`~ctxkit.evaluation.harness.EvaluateResult` and the files written."""
 
     capacity: int = 0
     texts: int = 0

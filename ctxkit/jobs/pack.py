@@ -122,7 +122,7 @@ class PackReport(JobReport):
 
 
 def batch_report(batch: Any, ids: list[str], **fields: Any) -> PackReport:
-    """A :class:`PackReport` of a :class:`~ctxkit.packing.collate.PackedBatch` (ids by index)."""
+    """A :class:`PackReport` of a :class:`~ctxkit.packing.collate.PackResult` (ids by index)."""
     def named(idx: np.ndarray) -> list[str]:
         return [ids[i] for i in idx.tolist()]
 

@@ -10,7 +10,7 @@ collates the token ids into one of two layouts:
   segment, ``cu_seq_lens_q/k``, ``max_length_q/k`` and ``seq_idx``; no ``attention_mask``.
 
 Inside a window no token may see another segment: ``position_ids`` restart at 0, the
-block-diagonal :meth:`PackedBatch.attention_mask` and ``cu_seqlens`` mark the boundaries, and
+block-diagonal :meth:`PackResult.attention_mask` and ``cu_seqlens`` mark the boundaries, and
 ``labels`` are -100 on padding, separators (unless ``label_separators``), tokens whose
 ``completion_mask`` is 0 and the first token of every segment, so no loss term predicts one
 segment from another. Collation is vectorised: its cost is a few numpy passes over the tokens
@@ -35,13 +35,13 @@ import numpy as np
 
 from ctxkit.errors import InternalError
 from ctxkit.packing.options import LAYOUTS, PackOptions, check_choice
-from ctxkit.packing.plan import PackPlan, pack_lengths
+from ctxkit.packing.plan import PackLengthsResult, pack_lengths
 
 __all__ = [
     "IGNORE_INDEX",
     "LAYOUTS",
     "PackOptions",
-    "PackedBatch",
+    "PackResult",
     "PackedCollator",
     "add_separators",
     "collate_plan",
@@ -57,7 +57,7 @@ _D = PackOptions()  # the defaults of every keyword below come from here
 
 
 @dataclass
-class PackedBatch:
+class PackResult:
     """Packed token arrays plus where every token came from and what packing achieved.
 
     Arrays are ``[rows, capacity]`` for ``layout="padded"`` and ``[1, T]`` for ``"flat"``.
@@ -216,7 +216,7 @@ def _as_int_arrays(sequences: Sequence[Any], what: str) -> tuple[np.ndarray, np.
     return flat, lengths
 
 
-def plan_segments(plan: PackPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def plan_segments(plan: PackLengthsResult) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per segment of ``plan``: window, input index, start, stop (int64 arrays), in row order.
 
     Example:
@@ -250,7 +250,7 @@ def plan_segments(plan: PackPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     return arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
 
 
-def _check_coverage(plan: PackPlan, inp, start, stop, lengths: np.ndarray) -> None:
+def _check_coverage(plan: PackLengthsResult, inp, start, stop, lengths: np.ndarray) -> None:
     """Every token of every input is placed exactly once unless the plan reports it.
 
     Cheap (linear in segments) and it turns a plan bug into an error instead of lost tokens.
@@ -277,7 +277,7 @@ def _check_coverage(plan: PackPlan, inp, start, stop, lengths: np.ndarray) -> No
 
 
 def collate_plan(
-    plan: PackPlan,
+    plan: PackLengthsResult,
     tokens: np.ndarray,
     offsets: np.ndarray,
     lengths: np.ndarray,
@@ -286,7 +286,7 @@ def collate_plan(
     label_keep: np.ndarray | None = None,
     pad_id: int = 0,
     layout: str = "padded",
-) -> PackedBatch:
+) -> PackResult:
     """Gather ``tokens`` (all inputs concatenated; input ``i`` at ``offsets[i]``) per ``plan``.
 
     ``label_source`` (same shape as ``tokens``) gives the label of each token (default: the
@@ -360,7 +360,7 @@ def collate_plan(
         spans_len = spans_len[spans_len > 0]
         cu = np.concatenate([[0], np.cumsum(spans_len)]).astype(np.int32)
 
-    return PackedBatch(
+    return PackResult(
         input_ids=input_ids, labels=out_labels, position_ids=position_ids,
         segment_ids=segment_ids, cu_seqlens=cu, layout=layout, capacity=capacity,
         segment_input=inp, segment_start=start, segment_stop=stop, row_offsets=row_offsets,
@@ -387,7 +387,7 @@ def pack(
     labels: Sequence[Sequence[int]] | None = None,
     *,
     options: PackOptions | None = None,
-) -> PackedBatch:
+) -> PackResult:
     """Pack token sequences into windows of ``capacity`` tokens and collate them.
 
     Args:
@@ -491,7 +491,7 @@ def pack_arrays(
     label_separators: bool = _D.label_separators,
     *,
     options: PackOptions | None = None,
-) -> PackedBatch:
+) -> PackResult:
     """:func:`pack` on sequences already concatenated: ``tokens`` holds them back to back.
 
     ``lengths[i]`` is sequence ``i``'s token count; ``completion_mask`` and ``labels``, when
@@ -573,8 +573,8 @@ class PackedCollator:
             label_separators=label_separators)
         self.attention_mask = attention_mask
 
-    def pack(self, examples: Sequence[Mapping[str, Any]]) -> PackedBatch:
-        """The :class:`PackedBatch` of ``examples`` (numpy; use ``__call__`` for tensors)."""
+    def pack(self, examples: Sequence[Mapping[str, Any]]) -> PackResult:
+        """The :class:`PackResult` of ``examples`` (numpy; use ``__call__`` for tensors)."""
         if not examples:
             raise ValueError("PackedCollator received an empty batch")
         for i, ex in enumerate(examples):

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.packing.collate import PackedBatch, pack_arrays
+from ctxkit.packing.collate import PackResult, pack_arrays
 from ctxkit.packing.options import PackOptions
 
 _D = PackOptions()
@@ -29,7 +29,7 @@ _D = PackOptions()
 __all__ = ["pack_dataset", "packed_rows", "packed_table"]
 
 
-def packed_rows(batch: PackedBatch) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def packed_rows(batch: PackResult) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per column, ``(values, offsets)`` of one list per window (vectorised, no row loop).
 
     Padded batches keep padding (rows of exactly ``capacity``); flat batches are cut back into
@@ -66,7 +66,7 @@ def _lists(offsets: np.ndarray, values):
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
 
 
-def packed_table(batch: PackedBatch, ids: Sequence[Any] | None = None):
+def packed_table(batch: PackResult, ids: Sequence[Any] | None = None):
     """A ``pyarrow.Table``, one row per window: ``input_ids``, ``labels``, ``position_ids``,
     ``segment_ids``, ``seq_lengths``, ``source_ids`` (``ids[i]`` of each segment's input, or
     the input index when ``ids`` is None) and ``source_ranges`` (``[start, stop]`` token range of
@@ -151,7 +151,7 @@ def pack_dataset(
     column when present. Returns a ``datasets.Dataset`` with one row per window: ``input_ids``,
     ``labels``, ``position_ids``, ``segment_ids``, ``seq_lengths``, ``source_ids``,
     ``source_ranges`` (see :func:`packed_table`). With ``return_batch=True`` also returns the
-    :class:`~ctxkit.packing.collate.PackedBatch` (its report: windows, lower bound, utilization,
+    :class:`~ctxkit.packing.collate.PackResult` (its report: windows, lower bound, utilization,
     split/truncated/dropped/empty inputs). ``layout`` defaults to ``"flat"`` (TRL's
     padding-free rows) or, when ``options`` (a :class:`~ctxkit.packing.options.PackOptions`)
     is given, to its layout; ``capacity`` is required unless ``options`` carries it.

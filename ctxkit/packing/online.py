@@ -9,7 +9,7 @@ a plain "pack each block of 1,000" (TRL's behaviour) lacks: there every block le
 half-empty windows behind.
 
 Items are identified by their position in the stream; each emitted window lists its
-``(stream index, start, stop)`` token ranges like :meth:`ctxkit.packing.plan.PackPlan.segments`,
+``(stream index, start, stop)`` token ranges like :meth:`ctxkit.packing.plan.PackLengthsResult.segments`,
 plus the stream elements themselves so a caller can collate them directly.
 """
 

@@ -69,7 +69,7 @@ __all__ = [
     "OVERFLOW_POLICIES",
     "STRATEGIES",
     "BinList",
-    "PackPlan",
+    "PackLengthsResult",
     "PieceList",
     "assign_bins",
     "pack_lengths",
@@ -159,7 +159,7 @@ class PieceList(_Windows):
 
 
 @dataclass
-class PackPlan:
+class PackLengthsResult:
     """Where each input goes.
 
     ``bins[b]`` is an int64 array of input indices in window ``b``, in row order (a
@@ -318,7 +318,7 @@ def pack_lengths(
     strategy: str = "bfd",
     overflow: str = "error",
     seed: int | None = None,
-) -> PackPlan:
+) -> PackLengthsResult:
     """Assign inputs of the given token lengths to windows of ``capacity`` tokens.
 
     Args:
@@ -392,7 +392,7 @@ def pack_lengths(
             p_start, p_stop = p_start[take], p_stop[take]
     bins = BinList(flat, offsets)
     pieces = PieceList(flat, p_start, p_stop, offsets) if strategy == "wrapped" or cut else None
-    return PackPlan(
+    return PackLengthsResult(
         bins=bins, capacity=capacity, total_tokens=total, strategy=strategy, lengths=arr,
         pieces=pieces, split=split, truncated=truncated, dropped=dropped,
         tokens_truncated=tokens_truncated, empty=empty,
