@@ -1,0 +1,224 @@
+"""Windows that keep a provider's prompt cache warm: a stable prefix, compacted in one step.
+
+Re-selecting a chat window for every question changes it from its first old message on, so a
+provider that caches prompt prefixes bills nearly every token at full price every turn
+(:mod:`ctxkit.compression.prompt_cache` measures it). :class:`PrefixWindow` keeps the window
+stable instead:
+
+- **compaction**: when the window would overflow the budget, the whole history is selected
+  once down to a low-water mark (``low_water`` of the budget) with ``compress_chat``'s policy
+  for the question of that moment; the selected messages become the prefix;
+- **growth**: until the next compaction, new messages are appended after the prefix verbatim,
+  so consecutive windows share everything up to the newest turns;
+- **recall**: the older messages the current question needs, among those the compaction
+  evicted, are recalled into one small block (at most ``recall`` of the budget) placed just
+  before the last ``keep_last`` messages, the memory-system pattern: only that block and the
+  newest turns miss the cache. Its text lists each recalled turn as ``role: text`` in
+  conversation order, under a one-line header; it is sent as a ``recall_role`` message.
+
+The result is a :class:`~ctxkit.compression.chat.CompressChatResult` whose ``kept`` lists every
+history message present in the window, whole, shortened or recalled; the ledger has the
+compaction's drops and shortenings, and a ``recalled`` entry for each recalled message.
+
+Example:
+    >>> from ctxkit.compression.chat import ChatOptions
+    >>> from ctxkit.compression.chat_features import ChatFeatures
+    >>> chat = [{"role": "user" if i % 2 == 0 else "assistant",
+    ...          "content": f"Note {i}: crate {i} holds {10 * i} bolts."} for i in range(40)]
+    >>> window = PrefixWindow(ChatOptions(keep_last=2), ChatFeatures(scorer="idf"))
+    >>> first = window.compress(chat[:30], 200, query="How many bolts in crate 3?")
+    >>> second = window.compress(chat[:32], 200, query="How many bolts in crate 5?")
+    >>> second.messages[:len(first.messages) - 3] == first.messages[:-3]
+    True
+    >>> first.compressed_tokens <= 200 and second.compressed_tokens <= 200
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ctxkit.compression.chat import (
+    ChatOptions,
+    CompressChatResult,
+    MessageChange,
+    _scores,
+    count_chat_tokens,
+    select,
+)
+from ctxkit.compression.chat_features import ChatFeatures
+from ctxkit.io.messages import message_format, message_text, raw_role
+from ctxkit.options import bad_option
+
+__all__ = ["RECALL_HEADER", "PrefixWindow"]
+
+RECALL_HEADER = "Earlier in this conversation (recalled for the current question):"
+_USERS = {"user", "human"}
+_SYSTEM = {"system", "developer"}
+_RECALLABLE = {"user", "human", "assistant", "gpt", "bot", "model"}
+
+
+@dataclass
+class _Prefix:
+    """The state one compaction leaves: the history length it saw and what it kept."""
+
+    length: int
+    messages: list[dict[str, Any]]
+    kept: list[int]
+    ledger: list[MessageChange] = field(default_factory=list)
+
+
+class PrefixWindow:
+    """Prefix-cache-friendly chat windows over a growing history (see the module docstring).
+
+    ``low_water`` (0 < x < 1): share of the budget a compaction fills; ``recall`` (0 <= x < 1):
+    share of the budget the recall block may take (0 turns recall off).
+    """
+
+    def __init__(self, options: ChatOptions, features: ChatFeatures, *,
+                 low_water: float = 0.6, recall: float = 0.1, recall_role: str = "user"):
+        if isinstance(low_water, bool) or not isinstance(low_water, (int, float)) \
+                or not 0.0 < low_water < 1.0:
+            raise bad_option("low_water", f" must be in (0, 1), got {low_water!r}")
+        if isinstance(recall, bool) or not isinstance(recall, (int, float)) \
+                or not 0.0 <= recall < 1.0 or low_water + recall > 1.0:
+            raise bad_option("recall", f" must be in [0, 1) with low_water + recall <= 1, got "
+                                       f"{recall!r}")
+        if recall_role not in ("user", "system", "assistant"):
+            raise bad_option("recall_role", f" must be user, system or assistant, got "
+                                            f"{recall_role!r}")
+        self.options, self.features = options, features
+        self.low_water, self.recall, self.recall_role = float(low_water), float(recall), recall_role
+        self._prefix: _Prefix | None = None
+        self.compactions = 0
+
+    def reset(self) -> None:
+        """Forget the prefix: the next window compacts afresh."""
+        self._prefix = None
+
+    # -- one window ---------------------------------------------------------------------------
+
+    def compress(self, history: Sequence[Mapping[str, Any]], budget: int,
+                 query: str | None = None) -> CompressChatResult:
+        """The window for ``history`` (which only grows between calls) under ``budget``."""
+        fmt = message_format(history)
+        opts = self.options
+        if query is None:
+            query = next((message_text(m, i) for i in range(len(history) - 1, -1, -1)
+                          if raw_role(m := history[i]) in _USERS), None)
+        original = count_chat_tokens(history, self.features.tok, opts.per_message,
+                                     opts.reply_priming)
+        if original <= budget:  # everything fits: the whole history is the best window
+            self._prefix = None
+            return select(history, budget, opts, self.features, query)
+        prefix = self._prefix
+        if prefix is None or prefix.length > len(history) or self._grown_tokens(
+                history, prefix) + self._recall_room(budget) > budget:
+            prefix = self._compact(history, budget, query)
+        room = budget - self._grown_tokens(history, prefix)
+        ranked = self._recall(history, prefix, query, min(room, self._recall_room(budget)))
+        while True:  # pieces counted apart can merge differently once joined: check the whole
+            window = self._window(history, budget, prefix, ranked, fmt, original)
+            if window.compressed_tokens <= budget or not ranked:
+                return window
+            ranked = ranked[:-1]
+
+    def _recall_room(self, budget: int) -> int:
+        return int(self.recall * budget)
+
+    def _grown_tokens(self, history: Sequence[Mapping[str, Any]], prefix: _Prefix) -> int:
+        """Billed tokens of the prefix plus the messages added since it was made."""
+        return count_chat_tokens(prefix.messages + [dict(m) for m in history[prefix.length:]],
+                                 self.features.tok, self.options.per_message,
+                                 self.options.reply_priming)
+
+    def _compact(self, history: Sequence[Mapping[str, Any]], budget: int,
+                 query: str | None) -> _Prefix:
+        target = max(1, int(self.low_water * budget))
+        try:
+            sel = select(history, target, self.options, self.features, query)
+        except ValueError:  # the kept system prompt and tail need more than the low-water mark
+            sel = select(history, budget, self.options, self.features, query)
+        self.compactions += 1
+        self._prefix = _Prefix(len(history), sel.messages, sel.kept, sel.ledger)
+        return self._prefix
+
+    def _recall(self, history: Sequence[Mapping[str, Any]], prefix: _Prefix,
+                query: str | None, room: int) -> list[int]:
+        """The evicted messages most relevant to ``query`` that fit ``room`` as one block,
+        most relevant first."""
+        evicted = [c.index for c in prefix.ledger
+                   if c.action == "dropped" and c.code == "over_budget"]
+        cands = [i for i in evicted if raw_role(history[i]) in _RECALLABLE
+                 and not history[i].get("tool_calls") and not history[i].get("function_call")
+                 and message_text(history[i], i).strip()]
+        left = room - self.options.per_message - self.features.count(self.recall_role) - \
+            self.features.count(RECALL_HEADER)
+        if not query or not cands or left <= 0:
+            return []
+        # compress_chat's utility over the history the compaction saw (relevance mixed with
+        # information per token, spread to neighbours: an answer rarely repeats its question)
+        seen = history[:prefix.length]
+        texts = [message_text(m, i) for i, m in enumerate(seen)]
+        tokens = np.array([self.features.message_tokens(m, raw_role(m), texts[i],
+                                                        self.options.per_message)
+                           for i, m in enumerate(seen)], dtype=np.int64)
+        rel = _scores(self.features, texts, tokens, query, self.options)[cands]
+        chosen = []
+        for k in np.argsort(-rel, kind="stable"):
+            if rel[k] <= 0:
+                break
+            need = self.features.count("\n" + self._line(history, cands[k]))
+            if need <= left:
+                chosen.append(cands[k])
+                left -= need
+        return chosen
+
+    def _line(self, history: Sequence[Mapping[str, Any]], i: int) -> str:
+        """How a recalled message reads in the block: ``user: ...`` or ``assistant: ...``,
+        its least informative words dropped as ``compress_chat`` shortens turns."""
+        speaker = "user" if raw_role(history[i]) in _USERS else "assistant"
+        text = message_text(history[i], i)
+        if self.options.shorten:
+            short = self.features.pruned(text, self.options.word_keep)[0]
+            text = short if short.strip() else text
+        return f"{speaker}: {text}"
+
+    def _block(self, history: Sequence[Mapping[str, Any]], recalled: Sequence[int],
+               fmt: str) -> dict[str, Any]:
+        text = "\n".join([RECALL_HEADER] + [self._line(history, i) for i in sorted(recalled)])
+        if fmt == "openai":
+            return {"role": self.recall_role, "content": text}
+        role = {"user": "human", "assistant": "gpt"}.get(self.recall_role, self.recall_role)
+        return {"from": role, "value": text}
+
+    def _window(self, history: Sequence[Mapping[str, Any]], budget: int, prefix: _Prefix,
+                recalled: list[int], fmt: str, original: int) -> CompressChatResult:
+        opts = self.options
+        body = prefix.messages + [dict(m) for m in history[prefix.length:]]
+        indices = prefix.kept + list(range(prefix.length, len(history)))
+        # the recall block goes before the newest keep_last non-system messages
+        tail_start = len(body)
+        seen = 0
+        while tail_start > 0 and seen < opts.keep_last:
+            tail_start -= 1
+            if raw_role(body[tail_start]) not in _SYSTEM:
+                seen += 1
+        messages = body if not recalled else (
+            body[:tail_start] + [self._block(history, recalled, fmt)] + body[tail_start:])
+        tokens = count_chat_tokens(messages, self.features.tok, opts.per_message,
+                                   opts.reply_priming)
+        recalled_set = set(recalled)
+        ledger = [c for c in prefix.ledger if c.index not in recalled_set]
+        for i in recalled:
+            cost = next(c.tokens_before for c in prefix.ledger if c.index == i)
+            ledger.append(MessageChange(i, raw_role(history[i]), "recalled",
+                                        "recalled into the block after the cached prefix",
+                                        cost, cost, None, "recalled"))
+        ledger.sort(key=lambda c: c.index)
+        kept = sorted(set(indices) | recalled_set)
+        return CompressChatResult(messages, original, tokens, int(budget), kept, ledger, fmt)

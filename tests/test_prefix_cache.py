@@ -1,0 +1,110 @@
+"""Prefix-cache-friendly windows: stable prefix between compactions, recall block, no loss."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from ctxkit.compression.chat import ChatOptions, select
+from ctxkit.compression.chat_features import ChatFeatures
+from ctxkit.compression.prefix_cache import RECALL_HEADER, PrefixWindow
+from ctxkit.compression.prompt_cache import CacheMeter
+from ctxkit.errors import OptionError
+
+TOPICS = ["garden", "router", "invoice", "marathon", "piano", "tax form", "sourdough", "bike"]
+
+
+def _chat(n: int, seed: int = 0) -> list[dict]:
+    rng = random.Random(seed)
+    out = [{"role": "system", "content": "You are a helpful assistant."}]
+    for i in range(n):
+        topic = rng.choice(TOPICS)
+        if i % 2 == 0:
+            out.append({"role": "user", "content": f"About the {topic}: the code is "
+                        f"{rng.randrange(1000, 9999)}. What should I do next?"})
+        else:
+            out.append({"role": "assistant", "content": f"For the {topic}, check it daily "
+                        f"and wait {rng.randrange(2, 60)} minutes. " * rng.randrange(1, 4)})
+    return out
+
+
+def _window(**kw) -> PrefixWindow:
+    return PrefixWindow(ChatOptions(keep_last=2), ChatFeatures(scorer="idf"), **kw)
+
+
+def _replay(chat, budget, window):
+    return [window.compress(chat[:k], budget) for k in range(2, len(chat) + 1)]
+
+
+def test_never_over_budget_and_no_message_silently_lost():
+    chat = _chat(110)
+    budget = 600
+    for k, out in enumerate(_replay(chat, budget, _window()), start=2):
+        assert out.compressed_tokens <= budget
+        ledgered = {c.index for c in out.ledger if c.action == "dropped"}
+        assert set(out.kept) | ledgered == set(range(k))
+        assert not set(out.kept) & ledgered
+        recalled = [c.index for c in out.ledger if c.action == "recalled"]
+        assert set(recalled) <= set(out.kept)
+
+
+def test_between_compactions_windows_only_grow_at_their_end():
+    chat = _chat(110)
+    window = _window(recall=0.0)
+    outs, compactions = [], []
+    for k in range(2, len(chat) + 1):
+        outs.append(window.compress(chat[:k], 600))
+        compactions.append(window.compactions)
+    grown = 0
+    for a, b, ca, cb in zip(outs, outs[1:], compactions, compactions[1:]):
+        if ca == cb and ca > 0:
+            assert b.messages[:len(a.messages)] == a.messages
+            grown += 1
+    assert grown > 30 and compactions[-1] >= 2
+
+
+def test_the_recall_block_sits_before_the_newest_turns_and_names_what_it_recalls():
+    chat = _chat(120)
+    window = _window(recall=0.2)
+    question = chat[3]["content"].split(":")[0] + ": what was the code?"
+    out = window.compress(chat + [{"role": "user", "content": question}], 700)
+    blocks = [i for i, m in enumerate(out.messages) if m["content"].startswith(RECALL_HEADER)]
+    assert len(blocks) == 1 and blocks[0] == len(out.messages) - 3
+    recalled = [c.index for c in out.ledger if c.action == "recalled"]
+    assert recalled and all(chat[i]["content"].split()[0].lower() in ("about", "for")
+                            for i in recalled)
+
+
+def test_cached_prefix_bills_less_than_reselecting_every_turn():
+    chat = _chat(140, seed=3)
+    budget = 700
+    options, features = ChatOptions(keep_last=2), ChatFeatures(scorer="idf")
+    stable, reselect = CacheMeter(), CacheMeter()
+    window = PrefixWindow(options, features)
+    for k in range(2, len(chat) + 1):
+        stable.record(window.compress(chat[:k], budget))
+        reselect.record(select(chat[:k], budget, options, features))
+    assert stable.result().billed(0.1) < reselect.result().billed(0.1) / 2
+    assert stable.result().hit_share > 0.6
+
+
+def test_a_history_that_fits_is_sent_whole():
+    chat = _chat(6)
+    out = _window().compress(chat, 10_000)
+    assert out.messages == chat and out.ledger == []
+
+
+def test_sharegpt_histories_get_a_sharegpt_recall_block():
+    chat = [{"from": "human" if m["role"] == "user" else "gpt", "value": m["content"]}
+            for m in _chat(120)[1:]]
+    out = _window(recall=0.2).compress(chat, 600, query="what was the code for the piano?")
+    assert all(set(m) == {"from", "value"} for m in out.messages)
+
+
+@pytest.mark.parametrize("kw", [{"low_water": 0}, {"low_water": 1.0}, {"recall": -0.1},
+                                {"low_water": 0.8, "recall": 0.3}, {"recall_role": "tool"},
+                                {"low_water": True}])
+def test_bad_options_are_option_errors(kw):
+    with pytest.raises(OptionError):
+        _window(**kw)
