@@ -2,9 +2,10 @@
 
 Each benchmark runs as its own process (``python -m evals.<name>``) so one benchmark's memory
 and threads never disturb the next. Every ``<name>.json`` it writes is stamped with the
-command, the git commit and the machine, then the README block can be regenerated with
-``python -m evals.readme``. ``--quick`` is the CI smoke mode: seconds per benchmark, on
-generated data when ``../shared/data`` is absent, so the harness cannot rot unnoticed.
+command, the git commit and the machine. A run that is not ``--quick`` and writes to
+``evals/results`` ends by regenerating ``docs/benchmarks.md`` and the README's headline table
+(``python -m evals.benchmarks_page``). ``--quick`` is the CI smoke mode: seconds per
+benchmark, on generated data when ``../shared/data`` is absent, so the harness cannot rot unnoticed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 from evals._common import machine_info
+from evals.benchmarks_page import RESULTS, write
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ("packing", "dedup", "embedding", "compression", "public_compression",
@@ -58,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                              "temporary folder, so a smoke run never replaces measured results)")
     args = parser.parse_args(argv)
     if args.out is None:
-        args.out = Path(tempfile.mkdtemp(prefix="ctxkit-quick-")) if args.quick else (
-            ROOT / "evals" / "results")
+        args.out = Path(tempfile.mkdtemp(prefix="ctxkit-quick-")) if args.quick else RESULTS
     names = available()
     if args.only:
         wanted = [n.strip() for n in args.only.split(",") if n.strip()]
@@ -84,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         stamp(result, shown, args.quick)
         print(f"   {name} done in {seconds:.1f} s -> {result}", flush=True)
+    if not args.quick and args.out.resolve() == RESULTS.resolve():
+        for path in write():
+            print(f"   regenerated {path.relative_to(ROOT)}", flush=True)
     if failures:
         print(f"failed: {', '.join(failures)}")
         return 1

@@ -872,7 +872,7 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 
 
 def markdown(res: dict[str, Any]) -> str:
-    """The results as Markdown; ``python -m evals.readme`` adds the command and machine."""
+    """The results as Markdown; ``python -m evals.benchmarks_page`` adds command and machine."""
     tp, q, pf = res["throughput"], res["quality"], res["pair_f1"]
     ls, se = res["lsh_speed"], res["semantic"]
     lines = [f"# Dedup benchmark{' (quick)' if res['quick'] else ''}", ""]

@@ -7,6 +7,8 @@ import pytest
 
 import ctxkit
 
+TIMEOUT = 300  # seconds for any subprocess
+
 
 def test_every_public_name_resolves():
     missing = [name for name in ctxkit.__all__ if getattr(ctxkit, name, None) is None]
@@ -25,7 +27,7 @@ def test_pack_is_callable_whichever_import_comes_first():
         "import ctxkit.packing.collate\n"
         "assert callable(ctxkit.pack)\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=TIMEOUT)
     assert ctxkit.pack([[7]], capacity=2).input_ids.tolist() == [[7, 0]]
 
 
@@ -59,10 +61,11 @@ def test_public_functions_survive_importing_every_submodule(order):
     imports = "".join(f"import {m}\n" for m in _submodules())
     code = (imports + _CALL_EVERY_PUBLIC_FUNCTION if order == "submodules first"
             else _CALL_EVERY_PUBLIC_FUNCTION + imports + _CALL_EVERY_PUBLIC_FUNCTION)
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=TIMEOUT)
 
 
 def test_import_is_light():
     code = "import sys, ctxkit; assert 'torch' not in sys.modules; print('ok')"
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         timeout=TIMEOUT)
     assert out.stdout.strip() == "ok"

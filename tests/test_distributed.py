@@ -90,7 +90,6 @@ def test_row_index_follows_dataset_order_across_blocks(ray_session):
 
 @pytest.mark.parametrize(("threshold", "keep"), [(0.5, "first"), (0.8, "longest")])
 def test_minhash_dedup_equals_single_machine(ray_session, threshold, keep):
-    pytest.importorskip("ctxkit.deduplication.minhash")
     from ctxkit.deduplication.pipeline import dedup
 
     texts = _near_duplicate_corpus()
@@ -124,7 +123,6 @@ def test_minhash_dedup_equals_single_machine(ray_session, threshold, keep):
 def test_minhash_dedup_templated_records_equal_single_machine(ray_session, monkeypatch):
     """Records sharing a tool-description template fill LSH buckets far beyond max_bucket:
     the hub stars and the verification rounds must come out as on one machine."""
-    pytest.importorskip("ctxkit.deduplication.minhash")
     import ctxkit.deduplication.linking as linking
     from ctxkit.deduplication.pipeline import dedup
 
@@ -146,7 +144,6 @@ def test_minhash_dedup_templated_records_equal_single_machine(ray_session, monke
 
 
 def test_minhash_dedup_scores_and_row_ids(ray_session):
-    pytest.importorskip("ctxkit.deduplication.minhash")
     from ctxkit.deduplication.pipeline import dedup
 
     texts = _near_duplicate_corpus(80, seed=1)
@@ -162,7 +159,6 @@ def test_minhash_dedup_scores_and_row_ids(ray_session):
 
 def test_pair_similarity_on_the_hash_shuffle_path(ray_session):
     """Ray's default hash shuffle (aggregator actors): every group stays whole."""
-    pytest.importorskip("ctxkit.deduplication.minhash")
     from ray.data.context import ShuffleStrategy
 
     from ctxkit.deduplication.minhash import estimate_jaccard, signatures
@@ -179,7 +175,6 @@ def test_pair_similarity_on_the_hash_shuffle_path(ray_session):
 
 
 def test_minhash_dedup_errors(ray_session):
-    pytest.importorskip("ctxkit.deduplication.minhash")
     # Non-UTF-8 bytes are not text: the error names the row instead of guessing a decoding.
     ds = ray.data.from_items([{"text": b"\xff\xfe bytes"}, {"text": b"fine"}])
     with pytest.raises(Exception, match=r"row 0: column 'text' must hold text, got bytes"):
@@ -354,7 +349,6 @@ def test_embed_rejects_non_text(ray_session):
 
 
 def test_run_command_dedup_and_pack(ray_session, tmp_path):
-    pytest.importorskip("ctxkit.deduplication.minhash")
     import json
 
     from ctxkit.deduplication.pipeline import dedup
@@ -395,7 +389,6 @@ def test_run_command_dedup_and_pack(ray_session, tmp_path):
 
 def test_run_command_embed_parquet_matches_packed_encoder(ray_session, tmp_path, actor_threads):
     """The real PackedEncoder in CPU actors; parquet part files carry id, vector and row."""
-    pytest.importorskip("ctxkit.embedding.encoder")
     import json
 
     import pyarrow as pa

@@ -36,23 +36,6 @@ def _readme_blocks() -> list[tuple[str, str]]:
 # Names the README's per-section snippets use for the user's own data, bound to the tour's.
 _README_PLACEHOLDERS = """
 lengths = [len(x) for x in seqs]
-token_lists = seqs
-eos_id = tok.eos_id
-masks = [[0] * min(8, len(x)) + [1] * (len(x) - min(8, len(x))) for x in seqs]
-ids = [r["id"] for r in records]
-text_or_chunks = texts[:20]
-# small random models saved here, for the packed-classification section
-import torch as _torch
-from transformers import AutoTokenizer as _Tok, BertConfig as _Cfg
-from transformers import BertForSequenceClassification as _Clf
-from ctxkit.io.tokenizers import minilm_path as _minilm
-_torch.manual_seed(0)
-for _dir, _labels in (("tiny-classifier", 2), ("tiny-reranker", 1)):
-    _Clf(_Cfg(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-              num_labels=_labels)).save_pretrained(_dir)
-    _Tok.from_pretrained(str(_minilm())).save_pretrained(_dir)
-classifier_dir, reranker_dir = "tiny-classifier", "tiny-reranker"
-pairs = [("what is packing?", t) for t in texts[:8]]
 """
 
 
@@ -60,11 +43,12 @@ def test_readme_python_runs(tmp_path):
     """The tour runs exactly as written; every other python block then runs in its namespace,
     with the placeholders above for the names it leaves to the reader."""
     blocks = _readme_blocks()
-    tour = [code for heading, code in blocks if heading == "A tour"]
+    tour = [code for heading, code in blocks if heading == "Quick start"]
     assert len(tour) == 1
-    rest = [f"# --- {heading}\n{code}" for heading, code in blocks if heading != "A tour"]
-    assert {h for h, _ in blocks} >= {"Packing without cross-contamination", "Dedup",
-                                      "Compression to a token budget", "Packed embeddings"}
+    rest = [f"# --- {heading}\n{code}" for heading, code in blocks if heading != "Quick start"]
+    assert {h for h, _ in blocks} >= {"Compress a chat for an app",
+                                      "Compress retrieved passages for RAG", "Dedup a dataset",
+                                      "Pack for SFT", "Embed packed", "Measure a dataset"}
     script = tour[0] + "\nprint('tour ok')\n" + _README_PLACEHOLDERS + "\n".join(rest)
     script += "\nprint('sections ok')\n"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
