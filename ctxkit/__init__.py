@@ -56,6 +56,12 @@ _EXPORTS = {
     "EvaluateResult": "ctxkit.evaluation.harness",
     "kv_cache_bytes": "ctxkit.evaluation.kvcache",
     "KVCacheReport": "ctxkit.evaluation.kvcache",
+    "balance": "ctxkit.training.balance",
+    "BalanceResult": "ctxkit.training.balance",
+    "BalanceOptions": "ctxkit.training.balance",
+    "balance_lengths": "ctxkit.training.balance",
+    "BalanceLengthsResult": "ctxkit.training.balance",
+    "WindowCost": "ctxkit.training.cost",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
