@@ -21,7 +21,7 @@ from evals._common import machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ("packing", "dedup", "embedding", "compression", "public_compression",
-              "chat_memory", "distributed", "classify")
+              "chat_memory", "distributed", "classify", "balance")
 
 
 def git_commit() -> str | None:

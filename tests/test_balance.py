@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -178,3 +180,17 @@ def test_exported():
     assert ctxkit.balance is balance and ctxkit.BalanceResult.__name__ == "BalanceResult"
     assert ctxkit.balance_lengths is balance_lengths
     assert ctxkit.WindowCost is WindowCost
+
+
+def test_benchmark_quick_writes_results(tmp_path):
+    from evals.balance import main
+
+    res = main(["--quick", "--out", str(tmp_path)])
+    saved = json.loads((tmp_path / "balance.json").read_text())
+    assert saved["command"] == "python -m evals.balance --quick"
+    assert {(r["ranks"], r["windows_per_step"]) for r in saved["rows"]} == {
+        (8, 1), (8, 4), (64, 1), (64, 4)}
+    assert res["within_target"]["1B"] == saved["within_target"]["1B"] is True
+    assert all(r["after"] <= 1.02 for r in saved["rows"] if r["steps"] and r["cost"] == "1B")
+    assert "| worst before |" in (tmp_path / "balance.md").read_text()
+    assert (tmp_path / "balance.png").stat().st_size > 0
