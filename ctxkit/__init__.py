@@ -62,6 +62,8 @@ _EXPORTS = {
     "balance_lengths": "ctxkit.training.balance",
     "BalanceLengthsResult": "ctxkit.training.balance",
     "WindowCost": "ctxkit.training.cost",
+    "BalancedSampler": "ctxkit.training.sampler",
+    "BalancedBatchSampler": "ctxkit.training.sampler",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

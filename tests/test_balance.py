@@ -180,6 +180,8 @@ def test_exported():
     assert ctxkit.balance is balance and ctxkit.BalanceResult.__name__ == "BalanceResult"
     assert ctxkit.balance_lengths is balance_lengths
     assert ctxkit.WindowCost is WindowCost
+    assert ctxkit.BalancedSampler.__name__ == "BalancedSampler"
+    assert ctxkit.BalancedBatchSampler.__name__ == "BalancedBatchSampler"
 
 
 def test_benchmark_quick_writes_results(tmp_path):
@@ -194,3 +196,91 @@ def test_benchmark_quick_writes_results(tmp_path):
     assert all(r["after"] <= 1.02 for r in saved["rows"] if r["steps"] and r["cost"] == "1B")
     assert "| worst before |" in (tmp_path / "balance.md").read_text()
     assert (tmp_path / "balance.png").stat().st_size > 0
+
+
+# --------------------------------------------------------------------------- samplers
+
+
+def _packed_dataset(seed: int = 0):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(seed)
+    seqs = [rng.integers(1, 1000, int(n)).tolist() for n in _long_tailed(400, seed) // 8 + 1]
+    batch = ctxkit.pack(seqs, capacity=256, seed=0, overflow="truncate")
+    tensors = batch.to_torch()
+
+    class PackedRows(torch.utils.data.Dataset):
+        def __len__(self):
+            return batch.n_windows
+
+        def __getitem__(self, i):
+            return {key: tensors[key][i] for key in ("input_ids", "labels", "position_ids")}
+
+    return batch, PackedRows()
+
+
+@pytest.mark.parametrize("per", [1, 3])
+def test_dataloader_per_rank_yields_that_ranks_steps(per):
+    torch = pytest.importorskip("torch")
+    from ctxkit.training.sampler import BalancedBatchSampler, BalancedSampler
+
+    batch, ds = _packed_dataset()
+    res = balance(batch, ranks=4, windows_per_step=per)
+    assert res.n_steps >= 3
+    for rank in range(4):
+        sampler = BalancedSampler(res, rank=rank, shuffle=False)
+        loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=per)
+        got = [b["input_ids"] for b in loader]
+        assert len(got) == res.n_steps and len(sampler) == res.n_steps * per
+        for step, rows in zip(res.steps, got):
+            assert torch.equal(rows, torch.from_numpy(batch.input_ids[step[rank]]))
+        by_batch = torch.utils.data.DataLoader(
+            ds, batch_sampler=BalancedBatchSampler(res, rank=rank, shuffle=False))
+        assert all(torch.equal(a["input_ids"], b) for a, b in zip(by_batch, got))
+
+
+def test_global_order_sharded_like_a_trainer():
+    # accelerate (under transformers' Trainer and TRL) gives batch k to process k % ranks
+    torch = pytest.importorskip("torch")
+    from ctxkit.training.sampler import BalancedSampler
+
+    batch, _ = _packed_dataset(1)
+    res = balance(batch, ranks=3, windows_per_step=2)
+    sampler = BalancedSampler(res, seed=5)
+    sampler.set_epoch(2)
+    batches = list(torch.utils.data.BatchSampler(sampler, batch_size=2, drop_last=False))
+    assert len(batches) == res.n_steps * 3
+    step_of = {tuple(sorted(w)): s for s, step in enumerate(res.steps) for w in step}
+    for k, got in enumerate(batches):
+        s = step_of[tuple(sorted(got))]
+        assert res.steps[s][k % 3] == got
+        assert step_of[tuple(sorted(batches[k - k % 3]))] == s  # one step per round of ranks
+
+
+def test_set_epoch_reorders_steps_alike_on_every_rank():
+    from ctxkit.training.sampler import BalancedBatchSampler
+
+    res = balance([[n] for n in range(1, 81)], ranks=4, windows_per_step=2)
+    step_of = {tuple(w): s for s, step in enumerate(res.steps) for w in step}
+    orders = {}
+    for epoch in (0, 1):
+        per_rank = []
+        for rank in range(4):
+            sampler = BalancedBatchSampler(res, rank=rank, seed=3)
+            sampler.set_epoch(epoch)
+            per_rank.append([step_of[tuple(b)] for b in sampler])
+        assert all(order == per_rank[0] for order in per_rank)
+        assert sorted(per_rank[0]) == list(range(res.n_steps))
+        orders[epoch] = per_rank[0]
+    assert orders[0] != orders[1]
+
+
+def test_sampler_bad_arguments():
+    from ctxkit.training.sampler import BalancedSampler
+
+    res = balance([[1], [2]], ranks=2)
+    with pytest.raises(OptionError, match="rank"):
+        BalancedSampler(res, rank=2)
+    with pytest.raises(OptionError, match="result"):
+        BalancedSampler([[0], [1]], rank=0)
+    with pytest.raises(OptionError, match="seed"):
+        BalancedSampler(res, seed=-1)
