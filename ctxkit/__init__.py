@@ -64,6 +64,8 @@ _EXPORTS = {
     "WindowCost": "ctxkit.training.cost",
     "BalancedSampler": "ctxkit.training.sampler",
     "BalancedBatchSampler": "ctxkit.training.sampler",
+    "freeze_token_rows": "ctxkit.training.separator",
+    "FreezeTokenRowsResult": "ctxkit.training.separator",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
