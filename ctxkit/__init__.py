@@ -60,6 +60,16 @@ _EXPORTS = {
     "EvaluateResult": "ctxkit.evaluation.harness",
     "kv_cache_bytes": "ctxkit.evaluation.kvcache",
     "KVCacheReport": "ctxkit.evaluation.kvcache",
+    "balance": "ctxkit.training.balance",
+    "BalanceResult": "ctxkit.training.balance",
+    "BalanceOptions": "ctxkit.training.balance",
+    "balance_lengths": "ctxkit.training.balance",
+    "BalanceLengthsResult": "ctxkit.training.balance",
+    "WindowCost": "ctxkit.training.cost",
+    "BalancedSampler": "ctxkit.training.sampler",
+    "BalancedBatchSampler": "ctxkit.training.sampler",
+    "freeze_token_rows": "ctxkit.training.separator",
+    "FreezeTokenRowsResult": "ctxkit.training.separator",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -1,0 +1,1 @@
+"""Training helpers: packing checks, rank-balanced steps, frozen separator rows."""
