@@ -56,6 +56,11 @@ _EXPORTS = {
     "EvaluateResult": "ctxkit.evaluation.harness",
     "kv_cache_bytes": "ctxkit.evaluation.kvcache",
     "KVCacheReport": "ctxkit.evaluation.kvcache",
+    "check_packing": "ctxkit.training.check",
+    "CheckPackingResult": "ctxkit.training.check",
+    "CheckPackingOptions": "ctxkit.training.check",
+    "SegmentCheck": "ctxkit.training.check",
+    "PackingCause": "ctxkit.training.diagnose",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

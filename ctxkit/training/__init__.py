@@ -1,0 +1,1 @@
+"""Training helpers: checks that a trainer keeps packed segments apart, rank balance."""
