@@ -6,6 +6,8 @@ head_dim 256), built from configs (no download), with eager and sdpa attention o
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,7 @@ import ctxkit
 from ctxkit.errors import InputError, OptionError
 from ctxkit.packing.collate import IGNORE_INDEX, pack
 from ctxkit.training.check import CheckPackingOptions, check_packing
+from ctxkit.training.command import check_packing_command
 from ctxkit.training.varlen import cu_seqlens_from_positions, register_varlen_attention
 
 torch = pytest.importorskip("torch")
@@ -265,3 +268,89 @@ def test_varlen_attention_on_gpu(data, layout):
     res = check_packing(model, batch, prompt_lengths=_prompts(batch, seqs), atol=1e-3)
     assert res.verdict == "ok", res.reason
     assert res.attn_implementation == "ctxkit_varlen"
+
+
+# --- the check-packing command ----------------------------------------------------------
+
+WORDS = ["<pad>", "</s>", "<unk>"] + [f"w{i}" for i in range(VOCAB - 3)]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A tiny Llama and a WordLevel tokenizer saved to a directory, as a user's model is."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    path = tmp_path_factory.mktemp("model")
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>",
+                                                pad_token="<pad>", unk_token="<unk>")
+    fast.save_pretrained(path)
+    tiny_model("llama", "sdpa").save_pretrained(path)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # rich wraps the table and verdict at the width
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _text(n, start):
+    return " ".join(f"w{(start + 7 * i) % (VOCAB - 3)}" for i in range(n))
+
+
+def test_command_passes_text_and_token_records(model_dir, tmp_path, capsys):
+    texts = _write(tmp_path / "t.jsonl", [{"text": _text(n, n)} for n in (5, 9, 4, 7, 3)])
+    assert check_packing_command(model_dir, texts, capacity=16) == 0
+    out = capsys.readouterr().out
+    assert "ok: all 5 segments" in out and "max |d logit|" in out
+    alpaca = _write(tmp_path / "a.jsonl", [{"instruction": _text(3, n), "output": _text(n, 1)}
+                                           for n in (4, 6, 2)])
+    assert check_packing_command(model_dir, alpaca, capacity=128, template="alpaca",
+                                 layout="padded") == 0
+    tokens = _write(tmp_path / "k.jsonl", [{"input_ids": [5, 6, 7, 8], "completion_mask":
+                                            [0, 0, 1, 1]}, {"input_ids": [9, 10, 11]}])
+    assert check_packing_command(model_dir, tokens, capacity=8, separator="none") == 0
+
+
+def test_command_exits_1_on_a_leak(model_dir, tmp_path, capsys):
+    """An attention kernel that ignores the segment boundaries: every later segment leaks."""
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+    def one_sequence(module, q, k, v, attention_mask, **kw):
+        return sdpa_attention_forward(module, q, k, v, None, **kw)
+
+    AttentionInterface.register("one_sequence", one_sequence)
+    ALL_MASK_ATTENTION_FUNCTIONS.register("one_sequence", sdpa_mask)
+    texts = _write(tmp_path / "t.jsonl", [{"text": _text(n, n)} for n in (5, 9, 4)])
+    code = check_packing_command(model_dir, texts, capacity=32,
+                                 attn_implementation="one_sequence")
+    assert code == 1
+    out = capsys.readouterr().out
+    assert "leak: 2 of 3 segments" in out and "no known cause" in out
+
+
+def test_command_exits_2_on_bad_input(model_dir, tmp_path, capsys):
+    good = _write(tmp_path / "t.jsonl", [{"text": "w1 w2"}])
+    assert check_packing_command(tmp_path / "nope", good, capacity=8) == 2
+    assert "model directory not found" in capsys.readouterr().err
+    assert check_packing_command(model_dir, tmp_path / "none.jsonl", capacity=8) == 2
+    assert "none.jsonl" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "w1"}\nnot json\n')
+    assert check_packing_command(model_dir, bad, capacity=8) == 2
+    assert "bad.jsonl:2" in capsys.readouterr().err
+    tok_bad = _write(tmp_path / "k.jsonl", [{"input_ids": [1, "x"]}])
+    assert check_packing_command(model_dir, tok_bad, capacity=8) == 2
+    assert "k.jsonl:1" in capsys.readouterr().err
+    assert check_packing_command(tmp_path, good, capacity=8) == 2  # a directory, no model
+    assert "cannot load" in capsys.readouterr().err
+    assert check_packing_command(model_dir, good, capacity=0) == 2
+    assert "capacity" in capsys.readouterr().err
