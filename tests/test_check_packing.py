@@ -242,6 +242,8 @@ def test_options_and_bad_input(llama):
         check_packing(llama, {"input_ids": [[5, 6, 7]]}, segments=[[2, 2]])
     with pytest.raises(InputError, match="model"):
         check_packing(object(), pack([[5, 6]], 4))
+    with pytest.raises(InputError, match="vocabulary"):
+        check_packing(llama, pack([[5, VOCAB]], 4))
 
 
 def test_public_names():

@@ -241,6 +241,13 @@ class _Totals:
 def _check_one(model, view: BatchView, b: int, first_index: int, causes: list[PackingCause],
                state, atol: float, totals: _Totals) -> list[SegmentCheck]:
     device, _, impl = state
+    embed = getattr(model, "get_input_embeddings", lambda: None)()
+    vocab = getattr(embed, "num_embeddings", None)
+    if vocab is not None and view.input_ids.size and not 0 <= view.input_ids.min() <= \
+            view.input_ids.max() < vocab:
+        raise InputError(f"batch {b}: input_ids hold ids outside the model's vocabulary "
+                         f"(0..{vocab - 1}): {int(view.input_ids.min())}.."
+                         f"{int(view.input_ids.max())}")
     out = _forward(model, view.inputs, device)
     logits = out.logits.reshape(*view.input_ids.shape, -1)
     if getattr(out, "loss", None) is not None:
