@@ -70,6 +70,11 @@ _EXPORTS = {
     "BalancedBatchSampler": "ctxkit.training.sampler",
     "freeze_token_rows": "ctxkit.training.separator",
     "FreezeTokenRowsResult": "ctxkit.training.separator",
+    "check_packing": "ctxkit.training.check",
+    "CheckPackingResult": "ctxkit.training.check",
+    "CheckPackingOptions": "ctxkit.training.check",
+    "SegmentCheck": "ctxkit.training.check",
+    "PackingCause": "ctxkit.training.diagnose",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

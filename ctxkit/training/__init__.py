@@ -1,1 +1,2 @@
-"""Training helpers: packing checks, rank-balanced steps, frozen separator rows."""
+"""Training helpers: a check that a trainer keeps packed segments apart, rank-balanced steps,
+frozen separator rows."""
