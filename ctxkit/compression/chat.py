@@ -116,8 +116,9 @@ class CompressChatResult(BudgetedResult):
 # message access
 
 
-def count_chat_tokens(messages: Sequence[Mapping[str, Any]], tokenizer: str | Tokenizer =
-                      "cl100k_base", per_message: int = 3, reply_priming: int = 3) -> int:
+def count_chat_tokens(messages: Sequence[Mapping[str, Any]], *,
+                      tokenizer: str | Tokenizer = "cl100k_base", per_message: int = 3,
+                      reply_priming: int = 3) -> int:
     """Tokens a chat API bills for ``messages`` (framing, role, name, content, tool calls).
 
     Example:

@@ -167,7 +167,7 @@ def near_duplicates(texts: Sequence[str], threshold: float = 0.8) -> list[int]:
         return []
     methods = ["exact"] if threshold >= 1.0 else ["exact", "minhash"]
     options = {} if threshold >= 1.0 else {"unit": "word", "ngram": 3}
-    res = dedup(list(texts), methods, threshold={"minhash": threshold}, keep="first",
+    res = dedup(list(texts), method=methods, threshold={"minhash": threshold}, keep="first",
                 punctuation=True, **options)
     return [int(d) for d in res.duplicate_of]
 

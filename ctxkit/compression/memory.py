@@ -40,7 +40,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ctxkit.compression.chat import DEFAULT_SCORER, CompressChatResult, ChatOptions, select
+from ctxkit.compression.chat import DEFAULT_SCORER, ChatOptions, CompressChatResult, select
 from ctxkit.compression.chat_features import ChatFeatures
 from ctxkit.compression.prune import check_budget
 from ctxkit.compression.scorers import Scorer, available_scorers
@@ -94,7 +94,8 @@ class ChatMemory:
         for m in messages:
             self.add(m)
 
-    def compress(self, query: str | None = None, budget: int | None = None) -> CompressChatResult:
+    def compress(self, query: str | None = None, *,
+                 budget: int | None = None) -> CompressChatResult:
         """The window to send now: ``compress_chat(self.messages, budget, ...)``, from cache.
 
         ``budget`` overrides the memory's budget for this call.
@@ -106,7 +107,7 @@ class ChatMemory:
             self.features.retain([_text(m, i) for i, m in enumerate(self.messages)])
         return out
 
-    def kv_cache(self, model: Any, dtype: str = "bfloat16", query: str | None = None,
+    def kv_cache(self, model: Any, *, dtype: str = "bfloat16", query: str | None = None,
                  budget: int | None = None) -> Any:
         """KV-cache memory of the whole conversation and of the window :meth:`compress` returns
         now, for ``model`` (a preset name, ``config.json``, model directory or config dict): a
@@ -121,7 +122,7 @@ class ChatMemory:
             >>> kv.after.bytes == mem.compress().compressed_tokens * 131072 < kv.before.bytes
             True
         """
-        return self.compress(query, budget).kv_cache(model, dtype)
+        return self.compress(query, budget=budget).kv_cache(model, dtype=dtype)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe snapshot: messages, budget and options (scorer and tokenizer by name)."""

@@ -67,9 +67,9 @@ class DedupMessagesResult:
 
 def dedup_messages(
     messages: Sequence[Mapping[str, Any]],
+    *,
     method: str | Sequence[str] = ("exact", "minhash"),
     threshold: float | Mapping[str, float] | None = None,
-    *,
     keep: str = "latest",
     roles: Sequence[str] = ("user", "assistant"),
     acknowledgements: bool = True,
@@ -116,7 +116,7 @@ def dedup_messages(
             texts.append(_ACK_TOKEN if ack else m.text)
         if len(texts) < 2:
             continue
-        res = dedup(texts, method, threshold, keep=keep_rule, **options)
+        res = dedup(texts, method=method, threshold=threshold, keep=keep_rule, **options)
         for local in res.removed:
             target = int(res.duplicate_of[local])
             i, j = idx[local], idx[target]

@@ -97,9 +97,9 @@ def _accepted(name: str, fn: Callable[..., DedupResult]) -> set[str]:
 
 def dedup(
     texts: Sequence[str],
+    *,
     method: str | Sequence[str] = "exact",
     threshold: float | Mapping[str, float] | None = None,
-    *,
     keep: str = "first",
     scores: Sequence[float] | None = None,
     **options: Any,
@@ -133,7 +133,7 @@ def dedup(
         >>> texts = ["Hello world", "hello  world", "Hello world!!", "Bye"]
         >>> dedup(texts).keep.tolist()
         [0, 2, 3]
-        >>> r = dedup(texts, ["exact", "minhash"], threshold=0.5)
+        >>> r = dedup(texts, method=["exact", "minhash"], threshold=0.5)
         >>> r.keep.tolist(), r.duplicate_of.tolist(), r.method
         ([0, 3], [-1, 0, 0, -1], ['', 'exact', 'minhash', ''])
     """

@@ -44,6 +44,7 @@ class LengthBatches:
 
 def length_grouped_batches(
     lengths,
+    *,
     batch_tokens: int,
     max_rows: int | None = None,
     seed: int | None = None,

@@ -136,7 +136,7 @@ class PackResult:
         rows = np.repeat(self.row_offsets[:-1], self.segment_ids.shape[1])
         return np.where(flat > 0, rows + flat - 1, -1).reshape(self.segment_ids.shape)
 
-    def attention_mask(self, causal: bool = False) -> np.ndarray:
+    def attention_mask(self, *, causal: bool = False) -> np.ndarray:
         """Block-diagonal boolean mask ``[rows, 1, L, L]``: True where query may see key.
 
         A token sees only tokens of its own segment (and, with ``causal``, only earlier ones).
@@ -156,7 +156,7 @@ class PackResult:
         mask |= eye
         return mask[:, None]
 
-    def as_dict(self, attention_mask: bool = False, causal: bool = True) -> dict[str, Any]:
+    def as_dict(self, *, attention_mask: bool = False, causal: bool = True) -> dict[str, Any]:
         """Model inputs as numpy arrays (see :meth:`to_torch` for the keys)."""
         if self.layout == "flat":
             cu = self.cu_seqlens.astype(np.int32)
@@ -180,7 +180,7 @@ class PackResult:
             batch["attention_mask"] = self.attention_mask(causal=causal)
         return batch
 
-    def to_torch(self, attention_mask: bool = False, causal: bool = True) -> dict[str, Any]:
+    def to_torch(self, *, attention_mask: bool = False, causal: bool = True) -> dict[str, Any]:
         """Model inputs as torch tensors.
 
         ``flat``: exactly the keys and dtypes of transformers'
@@ -220,7 +220,7 @@ def plan_segments(plan: PackLengthsResult) -> tuple[np.ndarray, np.ndarray, np.n
     """Per segment of ``plan``: window, input index, start, stop (int64 arrays), in row order.
 
     Example:
-        >>> [a.tolist() for a in plan_segments(pack_lengths([3, 5, 2], 8))]
+        >>> [a.tolist() for a in plan_segments(pack_lengths([3, 5, 2], capacity=8))]
         [[0, 0, 1], [1, 0, 2], [0, 0, 0], [5, 3, 2]]
     """
     pieces = plan.pieces
@@ -375,6 +375,7 @@ def collate_plan(
 
 def pack(
     sequences: Sequence[Sequence[int]],
+    *,
     capacity: int = _D.capacity,
     strategy: str = _D.strategy,
     separator_id: int | None = _D.separator_id,
@@ -385,7 +386,6 @@ def pack(
     layout: str = _D.layout,
     label_separators: bool = _D.label_separators,
     labels: Sequence[Sequence[int]] | None = None,
-    *,
     options: PackOptions | None = None,
 ) -> PackResult:
     """Pack token sequences into windows of ``capacity`` tokens and collate them.
@@ -479,6 +479,7 @@ def add_separators(
 def pack_arrays(
     tokens: np.ndarray,
     lengths: np.ndarray,
+    *,
     capacity: int | None = None,
     strategy: str = _D.strategy,
     separator_id: int | None = _D.separator_id,
@@ -489,7 +490,6 @@ def pack_arrays(
     seed: int | None = _D.seed,
     layout: str = _D.layout,
     label_separators: bool = _D.label_separators,
-    *,
     options: PackOptions | None = None,
 ) -> PackResult:
     """:func:`pack` on sequences already concatenated: ``tokens`` holds them back to back.
@@ -500,7 +500,7 @@ def pack_arrays(
     carries it.
 
     Example:
-        >>> pack_arrays(np.array([1, 2, 3]), np.array([2, 1]), 4).input_ids.tolist()
+        >>> pack_arrays(np.array([1, 2, 3]), np.array([2, 1]), capacity=4).input_ids.tolist()
         [[1, 2, 3, 0]]
     """
     _required_capacity(capacity, options, "pack_arrays")
@@ -522,7 +522,8 @@ def pack_arrays(
         flat, lengths, keep, label_src = add_separators(
             flat, lengths, opts.separator_id, keep, label_src, opts.label_separators)
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if lengths.size else _EMPTY
-    plan = pack_lengths(lengths, opts.capacity, strategy=opts.strategy, overflow=opts.overflow,
+    plan = pack_lengths(lengths, capacity=opts.capacity, strategy=opts.strategy,
+                        overflow=opts.overflow,
                         seed=opts.seed)
     return collate_plan(
         plan, flat, offsets, lengths, label_source=label_src, label_keep=keep,
@@ -554,6 +555,7 @@ class PackedCollator:
 
     def __init__(
         self,
+        *,
         capacity: int | None = None,
         strategy: str = _D.strategy,
         separator_id: int | None = _D.separator_id,
@@ -563,7 +565,6 @@ class PackedCollator:
         attention_mask: bool = True,
         label_separators: bool = _D.label_separators,
         seed: int | None = _D.seed,
-        *,
         options: PackOptions | None = None,
     ):
         _required_capacity(capacity, options, "PackedCollator")

@@ -131,9 +131,9 @@ def _list_column(table, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 def pack_dataset(
     dataset,
+    *,
     capacity: int | None = None,
     strategy: str = _D.strategy,
-    *,
     column: str = "input_ids",
     separator_id: int | None = _D.separator_id,
     overflow: str = _D.overflow,

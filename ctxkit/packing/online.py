@@ -9,8 +9,9 @@ a plain "pack each block of 1,000" (TRL's behaviour) lacks: there every block le
 half-empty windows behind.
 
 Items are identified by their position in the stream; each emitted window lists its
-``(stream index, start, stop)`` token ranges like :meth:`ctxkit.packing.plan.PackLengthsResult.segments`,
-plus the stream elements themselves so a caller can collate them directly.
+``(stream index, start, stop)`` token ranges like
+:meth:`ctxkit.packing.plan.PackLengthsResult.segments`, plus the stream elements themselves so a
+caller can collate them directly.
 """
 
 from __future__ import annotations
@@ -63,13 +64,13 @@ class OnlinePacker:
 
     def __init__(
         self,
+        *,
         capacity: int | None = None,
         buffer_size: int = 1000,
         strategy: str = "bfd",
         overflow: str = "error",
         carry_fraction: float = 0.25,
         length: Callable[[Any], int] | None = None,
-        *,
         options: PackOptions | None = None,
     ):
         """``options``: a :class:`~ctxkit.packing.options.PackOptions` giving ``capacity``,
@@ -179,7 +180,7 @@ class OnlinePacker:
     def _pack(self, final: bool) -> list[StreamWindow]:
         cap = self.capacity
         lens = np.asarray(self._len, np.int64)
-        plan = pack_lengths(lens, cap, self.strategy)
+        plan = pack_lengths(lens, capacity=cap, strategy=self.strategy)
         sizes = plan.bins.sizes()
         fill = np.bincount(np.repeat(np.arange(sizes.size), sizes), weights=lens[plan.bins.flat],
                            minlength=sizes.size).astype(np.int64)
@@ -215,6 +216,7 @@ class OnlinePacker:
 
 def pack_stream(
     iterable: Iterable[Any],
+    *,
     capacity: int | None = None,
     buffer_size: int = 1000,
     strategy: str = "bfd",
@@ -222,7 +224,6 @@ def pack_stream(
     carry_fraction: float = 0.25,
     length: Callable[[Any], int] | None = None,
     packer: OnlinePacker | None = None,
-    *,
     options: PackOptions | None = None,
 ) -> Iterator[StreamWindow]:
     """Yield packed windows from a stream of sequences (or lengths), holding at most about
@@ -239,7 +240,7 @@ def pack_stream(
         [[6, 6, 6, 6, 6, 6]]
     """
     p = packer or OnlinePacker(
-        capacity, buffer_size=buffer_size, strategy=strategy, overflow=overflow,
+        capacity=capacity, buffer_size=buffer_size, strategy=strategy, overflow=overflow,
         carry_fraction=carry_fraction, length=length, options=options,
     )
     yield from p.extend(iterable)

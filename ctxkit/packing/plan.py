@@ -314,6 +314,7 @@ def _wrapped_pieces(src: np.ndarray, item_len: np.ndarray, capacity: int):
 
 def pack_lengths(
     lengths,
+    *,
     capacity: int = 2048,
     strategy: str = "bfd",
     overflow: str = "error",
