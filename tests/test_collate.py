@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxkit.errors import InputError
 from ctxkit.packing.collate import IGNORE_INDEX, PackedCollator, collate_plan, pack, pack_arrays
 from ctxkit.packing.plan import OVERFLOW_POLICIES, STRATEGIES, PackLengthsResult
 
@@ -386,7 +387,7 @@ def test_options_object_equals_keywords_and_keywords_override_it():
     assert collate.options == opts
     np.testing.assert_array_equal(
         collate.pack([{"input_ids": s} for s in seqs]).input_ids, by_kw.input_ids)
-    with pytest.raises(TypeError, match="needs capacity"):
+    with pytest.raises(InputError, match="needs capacity"):
         PackedCollator()
     with pytest.raises(TypeError, match="unknown packing option"):
         PackOptions.resolve(None, capacity=8, window=3)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from ctxkit.deduplication.exact import ExactDeduper, exact_dedup, text_digests
 from ctxkit.deduplication.normalize import Normalization, normalize_texts, normalized_codepoints
 from ctxkit.deduplication.pipeline import DedupResult, dedup
+from ctxkit.errors import InputError
 
 ALPHABET = "aB \t\n\u3000\u00a0é,!_\U0001f600\x00ß\ufb01"
 
@@ -151,11 +152,11 @@ def test_staged_chain_resolution():
 
 
 def test_dispatch_errors():
-    with pytest.raises(TypeError, match=r"texts\[1\] is NoneType"):
+    with pytest.raises(InputError, match=r"text 1 of texts is NoneType"):
         dedup(["a", None])
     with pytest.raises(ValueError, match="unknown dedup method"):
         dedup(["a"], method="fuzzy")
-    with pytest.raises(TypeError, match="not accepted"):
+    with pytest.raises(InputError, match="not accepted"):
         dedup(["a"], method="exact", num_perm=64)
     with pytest.raises(ValueError, match="twice"):
         dedup(["a"], method="exact,exact")

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxkit.errors import InputError
 from ctxkit.packing.online import OnlinePacker, pack_stream
 from ctxkit.packing.plan import pack_lengths
 
@@ -87,7 +88,7 @@ def test_utilization_approaches_global_bfd_as_buffer_grows():
     [
         ({"capacity": 0}, "capacity"),
         ({"capacity": 8, "buffer_size": 0}, "buffer_size"),
-        ({"capacity": 8, "strategy": "wrapped"}, "online packing supports"),
+        ({"capacity": 8, "strategy": "wrapped"}, "strategy .wrapped. is unknown"),
         ({"capacity": 8, "overflow": "x"}, "overflow"),
         ({"capacity": 8, "carry_fraction": 1.0}, "carry_fraction"),
     ],
@@ -112,5 +113,5 @@ def test_online_packer_takes_pack_options():
     assert OnlinePacker(options=opts, capacity=16).capacity == 16
     with pytest.raises(OptionError, match="separator_id apply when collating"):
         OnlinePacker(options=PackOptions(capacity=8, separator_id=0))
-    with pytest.raises(TypeError, match="needs capacity"):
+    with pytest.raises(InputError, match="needs capacity"):
         OnlinePacker()

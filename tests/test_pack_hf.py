@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxkit.errors import InputError
 from ctxkit.packing.collate import PackedCollator, pack
 from ctxkit.packing.hf import packed_table
 
@@ -153,7 +154,7 @@ def test_pack_dataset_errors():
         pack_dataset(bad, capacity=8)
     with pytest.raises(ValueError, match="more than capacity"):
         pack_dataset(datasets.Dataset.from_dict({"input_ids": [[1] * 9]}), capacity=8)
-    with pytest.raises(TypeError, match="datasets.Dataset"):
+    with pytest.raises(InputError, match="datasets.Dataset"):
         pack_dataset([[1, 2]], capacity=8)
 
 
