@@ -6,8 +6,9 @@ content: token counts, self-information, shingles, the scorer's embeddings and p
 are computed once per message and reused. A call to :meth:`ChatMemory.compress` after one new
 message therefore costs that message's features plus the selection, not the whole history, and
 returns exactly what ``compress_chat`` returns on the same history with the same options (with
-a model-backed scorer, on some CPUs the cached and the one-call scores differ in their last
-bits, about 1e-8 seen on an Intel Xeon: a window could differ only at such a near tie):
+a model-backed scorer, batched and one-call forward passes may round differently, so the
+scores can differ in their last bits, about 1e-8: a window could differ only at such a near
+tie):
 
 - the system prompt and the last ``keep_last`` turns are the attention sinks and the rolling
   buffer, always kept verbatim;

@@ -61,8 +61,8 @@ __all__ = ["EncodeStats", "PackedEncoder", "PackedPasses", "Tokenized", "choose_
 # Weight of masked-attention FLOPs against linear-layer FLOPs in the row-length cost model:
 # 1.0 counts FLOPs as they are. On chat-length texts it picks rows of 128 (attention 6% of
 # the linear FLOPs instead of 11% at 256, for 2% more padding); on instruction-length texts
-# it keeps rows of max_seq_length. Our CPU measurements could not separate the two (the
-# shared 2-core machine varied up to 2x between rounds of identical work); the benchmark
+# it keeps rows of max_seq_length. The CPU timings of the two lie within their own spread, so
+# the weight stays at the FLOP count; the embedding benchmark (python -m evals.embedding)
 # reports both, see docs/embedding.md ("Row length").
 ATTN_WEIGHT = 1.0
 _D = EmbedOptions()  # the defaults of every keyword below come from here
@@ -338,7 +338,8 @@ class PackedEncoder(PackedPasses):
     ``attention``: "auto", "block" (SDPA with a block-diagonal mask over rows) or "varlen"
     (padding-free tokens with ``cu_seqlens``: flash-attn on GPU, a reference loop elsewhere).
     ``overlap``: tokenise the next chunk while the current one computes (default: on GPU
-    only; on 2 CPU cores it competes). ``chunk_size``: texts tokenised and packed together.
+    only; on a CPU it competes with the forward for cores). ``chunk_size``: texts tokenised
+    and packed together.
     ``normalize``: the default of :meth:`encode`'s ``normalize``. All of them may come as one
     :class:`~ctxkit.embedding.options.EmbedOptions` (``options``), kept as ``self.options``.
 
