@@ -180,7 +180,7 @@ PRIMING = 3  # count_chat_tokens adds this once per non-empty list
 
 
 def _costs(msgs, tok) -> list[int]:
-    return [count_chat_tokens([m], tok) - PRIMING for m in msgs]
+    return [count_chat_tokens([m], tokenizer=tok) - PRIMING for m in msgs]
 
 
 def keep_recent(msgs, costs, budget, rng=None):
@@ -255,7 +255,7 @@ def needle_eval(pool, n_histories: int, scorers: list[str], seed: int = 0,
     for h, (msgs, answer, _) in enumerate(histories):
         print(f"needle{' (paraphrased)' if paraphrase else ''}: history {h + 1}/"
               f"{len(histories)}", file=sys.stderr, flush=True)
-        original = count_chat_tokens(msgs, tok)
+        original = count_chat_tokens(msgs, tokenizer=tok)
         costs = _costs(msgs, tok)
         sizes.append(original)
         # a fresh scorer per history: embeddings cached across its ratios, not across histories
@@ -292,7 +292,7 @@ def needle_eval(pool, n_histories: int, scorers: list[str], seed: int = 0,
 
 
 def _score(method, kept, answer, budget, ratio, original, tok, hits, achieved, overshoot):
-    used = count_chat_tokens(kept, tok)
+    used = count_chat_tokens(kept, tokenizer=tok)
     overshoot[method] = max(overshoot[method], used - budget, 0)
     achieved[method][ratio].append(used / original)
     # the final question is not the needle: look only at what precedes it

@@ -1,4 +1,4 @@
-"""One timed ``dedup(texts, "minhash", threshold)`` in a process of its own.
+"""One timed ``dedup(texts, method="minhash", threshold=threshold)`` in a process of its own.
 
 ``python -m evals.dedup_oneshot TEXTS.pkl THRESHOLD`` loads a pickled list of texts, warms
 up on its first 300, times one run and prints ``{"user_us": .., "system_us": ..}`` per
@@ -34,10 +34,11 @@ def time_once(texts: list[str], threshold: float) -> dict[str, float]:
     """CPU microseconds per document of one minhash dedup, after a short warm-up."""
     from ctxkit.deduplication.pipeline import dedup
 
-    dedup(texts[:300], "minhash", threshold)  # import and first-call costs stay out
+    # import and first-call costs stay out of the timing
+    dedup(texts[:300], method="minhash", threshold=threshold)
     result = []
     user, system = cpu_us_per_doc(
-        lambda: result.append(dedup(texts, "minhash", threshold)), len(texts))
+        lambda: result.append(dedup(texts, method="minhash", threshold=threshold)), len(texts))
     return {"user_us": user, "system_us": system,
             "candidates_per_doc": result[0].info["minhash"]["candidates"] / max(1, len(texts))}
 

@@ -297,7 +297,7 @@ def end_to_end(texts: list[str], workers: int, repeat: int, quick: bool) -> dict
         t = best_of(run, repeat)
         out[f"pack_ray_{mode}_lengths"] = {"seconds": t, "seqs_per_s": n / t, **box["u"],
                                            "rows_per_block": n / blocks}
-    t = best_of(lambda: pack_lengths(np.array(lengths), 2048, overflow="truncate"), repeat)
+    t = best_of(lambda: pack_lengths(np.array(lengths), capacity=2048, overflow="truncate"), repeat)
     out["pack_single_process"] = {"seconds": t, "seqs_per_s": n / t}
     ray.shutdown()
     return out
@@ -310,10 +310,10 @@ def utilization_by_block(lengths: np.ndarray, capacity: int, sizes: list[int]) -
     from ctxkit.packing.plan import pack_lengths
 
     lengths = np.minimum(lengths, capacity)
-    glob = pack_lengths(lengths, capacity)
+    glob = pack_lengths(lengths, capacity=capacity)
     rows = []
     for size in sizes:
-        bins = sum(pack_lengths(lengths[s:s + size], capacity).n_bins
+        bins = sum(pack_lengths(lengths[s:s + size], capacity=capacity).n_bins
                    for s in range(0, len(lengths), size))
         util = lengths.sum() / (bins * capacity)
         rows.append({"block_rows": size, "windows": int(bins), "utilization": float(util),

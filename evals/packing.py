@@ -89,7 +89,7 @@ def trl_pack(lengths: np.ndarray, capacity: int, strategy: str) -> tuple[int, fl
     column = pa.LargeListArray.from_arrays(pa.array(offsets), values)
     ds = Dataset(InMemoryTable(pa.table({"input_ids": column})))
     start = time.perf_counter()
-    packed = pack_dataset(ds, capacity, strategy)
+    packed = pack_dataset(ds, capacity=capacity, strategy=strategy)
     seconds = time.perf_counter() - start
     return len(packed), seconds
 
@@ -119,7 +119,7 @@ def timed(fn, *args, **kwargs):
 def blocked_bfd_windows(lengths: np.ndarray, capacity: int, block: int = BLOCK) -> int:
     """Windows when BFD runs separately on consecutive blocks of ``block`` examples."""
     return sum(
-        pack_lengths(lengths[i : i + block], capacity, overflow="truncate").n_bins
+        pack_lengths(lengths[i : i + block], capacity=capacity, overflow="truncate").n_bins
         for i in range(0, lengths.size, block)
     )
 
@@ -144,14 +144,15 @@ def dataset_rows(data: dict[str, np.ndarray], capacities, use_trl: bool) -> list
                 })
 
             row("naive padding", lengths.size, 0.0)
-            grouped, sec = timed(length_grouped_batches, clipped, 8 * cap)
+            grouped, sec = timed(length_grouped_batches, clipped, batch_tokens=8 * cap)
             rows.append({
                 "dataset": name, "capacity": cap, "method": "length-grouped batches",
                 "windows": None, "lower_bound": lower, "utilization": grouped.utilization,
                 "seconds": sec,
             })
             for strategy in STRATEGIES:
-                plan, sec = timed(pack_lengths, lengths, cap, strategy, overflow="truncate")
+                plan, sec = timed(pack_lengths, lengths, capacity=cap, strategy=strategy,
+                                   overflow="truncate")
                 row(f"ctxkit {strategy}", plan.n_bins, sec)
             row("ctxkit bfd, blocks of 1000", blocked_bfd_windows(lengths, cap), None)
             if use_trl:
@@ -173,8 +174,10 @@ def million_rows(
         lower = -(-total // cap)
         out = []
         for strategy in STRATEGIES:
-            pack_lengths(lengths[:1000], cap, strategy, overflow="truncate")  # warm up imports
-            plan, sec = timed(pack_lengths, lengths, cap, strategy, overflow="truncate")
+            # warm up imports
+            pack_lengths(lengths[:1000], capacity=cap, strategy=strategy, overflow="truncate")
+            plan, sec = timed(pack_lengths, lengths, capacity=cap, strategy=strategy,
+                               overflow="truncate")
             out.append((f"ctxkit {strategy}", plan.n_bins, sec))
         windows, sec = timed(reference_bfd_windows, clipped, cap)
         out.append(("reference BFD (item by item)", windows, sec))
@@ -196,7 +199,7 @@ def online_rows(data: dict[str, np.ndarray], capacities, buffers) -> list[dict]:
     stream = pool[np.random.default_rng(1).permutation(pool.size)]  # a shuffled stream
     rows = []
     for cap in capacities:
-        best = pack_lengths(stream, cap, overflow="truncate")
+        best = pack_lengths(stream, capacity=cap, overflow="truncate")
         rows.append({"capacity": cap, "buffer": "global bfd", "utilization": best.utilization,
                      "windows": best.n_bins, "peak_buffer": stream.size})
         blocked = blocked_bfd_windows(stream, cap)
@@ -204,7 +207,7 @@ def online_rows(data: dict[str, np.ndarray], capacities, buffers) -> list[dict]:
                      "utilization": best.total_tokens / (blocked * cap), "windows": blocked,
                      "peak_buffer": BLOCK})
         for size in buffers:
-            packer = OnlinePacker(cap, buffer_size=size, overflow="truncate")
+            packer = OnlinePacker(capacity=cap, buffer_size=size, overflow="truncate")
             for _ in packer.extend(stream.tolist()):
                 pass
             packer.flush()

@@ -317,7 +317,7 @@ def top_messages(messages: Sequence[dict[str, str]], order: Sequence[int], budge
     """Indices of the messages kept: the last ``keep_last``, then ``order`` (indices into the
     other messages) while the billed chat tokens fit ``budget``."""
     n = len(messages)
-    cost = [count_chat_tokens([m], tok) - 3 for m in messages]  # 3: reply priming, once
+    cost = [count_chat_tokens([m], tokenizer=tok) - 3 for m in messages]  # 3: reply priming, once
     kept = set(range(n - keep_last, n))
     used = 3 + sum(cost[i] for i in kept)
     for i in order:

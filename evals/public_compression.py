@@ -180,7 +180,7 @@ def locomo_task(convs: list[pb.LocomoConversation], scorers: list[str], limits: 
             print(f"locomo {conv.name}: question {qn + 1}/{len(conv.questions)}",
                   file=sys.stderr, flush=True)
             msgs = pb.locomo_messages(conv, q)
-            original = count_chat_tokens(msgs, tok)
+            original = count_chat_tokens(msgs, tokenizer=tok)
             for name, scorer in methods.items():
                 if done[name] >= limits.get(scorer or "", 10**9):
                     continue
@@ -201,7 +201,7 @@ def locomo_task(convs: list[pb.LocomoConversation], scorers: list[str], limits: 
                         msgs, rank(texts, q.question, **extra), budget, tok))  # noqa: B023
                     if ratio == RATIOS[0] and qn == 0:
                         tally.time(name, sec, original)
-                    used = count_chat_tokens([msgs[i] for i in kept], tok)
+                    used = count_chat_tokens([msgs[i] for i in kept], tokenizer=tok)
                     tally.add(name, ratio, pb.locomo_retained(kept, q), used, budget, original)
     return tally.summary()
 

@@ -376,12 +376,12 @@ def test_threshold_out_of_range_for_every_method(tmp_path, capsys, src):
 
 
 def test_api_type_errors_are_clear():
-    with pytest.raises(TypeError, match=r"texts must be a list of str, got str; wrap"):
+    with pytest.raises(InputError, match=r"texts must be a list of str, got one str; wrap"):
         ctxkit.dedup("abc")
-    with pytest.raises(TypeError, match=r"compress needs a str or a list of str chunks, got "
-                                        r"NoneType"):
+    with pytest.raises(InputError, match=r"text_or_chunks must be a list of str, got "
+                                         r"NoneType"):
         ctxkit.compress(None, 10)
-    with pytest.raises(TypeError, match="got NoneType"):
+    with pytest.raises(InputError, match="got NoneType"):
         ctxkit.dedup(None)
 
 

@@ -75,7 +75,7 @@ def _compare(batch, logits_rows, ref_logits, ref_loss, loss):
 def test_padded_layout_with_block_mask(model, data):
     seqs, masks = data
     ref_logits, ref_loss = _reference(model, seqs, masks, sep=1)
-    batch = pack(seqs, 32, completion_mask=masks, separator_id=1, pad_id=0, seed=3)
+    batch = pack(seqs, capacity=32, completion_mask=masks, separator_id=1, pad_id=0, seed=3)
     assert batch.n_windows < len(seqs)  # really packed: several sequences share a window
     inputs = batch.to_torch(attention_mask=True, causal=True)
     inputs.pop("segment_ids")
@@ -90,7 +90,7 @@ def test_padded_layout_with_block_mask(model, data):
 def test_flat_layout_with_position_ids(model, data):
     seqs, masks = data
     ref_logits, ref_loss = _reference(model, seqs, masks)
-    batch = pack(seqs, 32, completion_mask=masks, layout="flat", strategy="ffd")
+    batch = pack(seqs, capacity=32, completion_mask=masks, layout="flat", strategy="ffd")
     inputs = batch.to_torch()  # exactly DataCollatorWithFlattening's keys, passed as they are
     assert "attention_mask" not in inputs
     with torch.no_grad():
@@ -130,7 +130,7 @@ def test_contamination_is_detected(model, data):
     """Control: the same rows without the block mask do differ, so the checks above can fail."""
     seqs, masks = data
     ref_logits, _ = _reference(model, seqs, masks, sep=1)
-    batch = pack(seqs, 32, completion_mask=masks, separator_id=1)
+    batch = pack(seqs, capacity=32, completion_mask=masks, separator_id=1)
     inputs = batch.to_torch()
     with torch.no_grad():  # plain causal attention over the whole row
         logits = model(input_ids=inputs["input_ids"]).logits

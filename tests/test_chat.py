@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from ctxkit.compression.chat import CompressChatResult, compress_chat, count_chat_tokens
 from ctxkit.compression.scorers import IdfScorer
+from ctxkit.errors import InputError
 from ctxkit.io.tokenizers import get_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -113,7 +114,7 @@ def test_under_budget_untouched_and_errors():
         compress_chat(msgs, budget=20)
     with pytest.raises(ValueError, match="positive"):
         compress_chat(msgs, budget=0)
-    with pytest.raises(TypeError, match="message 1 is str"):
+    with pytest.raises(InputError, match="message 1 is str"):
         compress_chat([{"role": "user", "content": "x"}, "oops"], budget=5)
     with pytest.raises(ValueError, match="message 0 has neither"):
         compress_chat([{"text": "x"}], budget=5)

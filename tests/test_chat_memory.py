@@ -8,6 +8,7 @@ import pytest
 import ctxkit
 from ctxkit.compression.chat import compress_chat, count_chat_tokens
 from ctxkit.compression.memory import ChatMemory
+from ctxkit.errors import InputError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -120,12 +121,12 @@ def test_bad_input_is_a_clear_error():
     mem.add({"role": "user", "content": "hi"})
     with pytest.raises(ValueError, match="mix"):
         mem.add({"from": "gpt", "value": "hello"})
-    with pytest.raises(TypeError, match="message 1 is str"):
+    with pytest.raises(InputError, match="message 1 is str"):
         mem.add("hello")
     with pytest.raises(ValueError, match="message 1 content is int"):
         mem.add({"role": "user", "content": 3})
     assert len(mem) == 1
-    with pytest.raises(TypeError, match="unknown ChatMemory option"):
+    with pytest.raises(InputError, match="unknown ChatMemory option"):
         ChatMemory(budget=10, keep_lats=2)
     with pytest.raises(ValueError, match="word_keep"):
         ChatMemory(budget=10, word_keep=1.5)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxkit.errors import InputError
 from ctxkit.packing.collate import IGNORE_INDEX, PackedCollator, collate_plan, pack, pack_arrays
 from ctxkit.packing.plan import OVERFLOW_POLICIES, STRATEGIES, PackLengthsResult
 
@@ -166,15 +167,15 @@ def test_pack_invariants(seqs, capacity, strategy, overflow, use_sep, use_mask,
     too_long = any(len(_ext(s, sep)) > capacity for s in seqs)
     if overflow == "error" and too_long and strategy != "wrapped":  # wrapped cuts every input
         with pytest.raises(ValueError, match="capacity"):
-            pack(seqs, capacity, strategy=strategy, separator_id=sep, overflow=overflow)
+            pack(seqs, capacity=capacity, strategy=strategy, separator_id=sep, overflow=overflow)
         return
-    batch = pack(seqs, capacity, strategy=strategy, separator_id=sep, completion_mask=mask,
+    batch = pack(seqs, capacity=capacity, strategy=strategy, separator_id=sep, completion_mask=mask,
                  overflow=overflow, pad_id=PAD, seed=seed, layout=layout,
                  label_separators=label_separators)
     check_invariants(batch, seqs, capacity, sep=sep, mask=mask, overflow=overflow,
                      label_separators=label_separators)
     # deterministic given the seed
-    again = pack(seqs, capacity, strategy=strategy, separator_id=sep, completion_mask=mask,
+    again = pack(seqs, capacity=capacity, strategy=strategy, separator_id=sep, completion_mask=mask,
                  overflow=overflow, pad_id=PAD, seed=seed, layout=layout,
                  label_separators=label_separators)
     assert np.array_equal(again.input_ids, batch.input_ids)
@@ -224,7 +225,7 @@ def test_collate_split_pieces(seqs, capacity, data):
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_length_equal_capacity_and_empty(strategy):
     seqs = [[11] * 8, [], [12] * 3, [13] * 5, [], [14] * 8]
-    batch = pack(seqs, 8, strategy=strategy, pad_id=PAD)
+    batch = pack(seqs, capacity=8, strategy=strategy, pad_id=PAD)
     check_invariants(batch, seqs, 8)
     assert batch.empty.tolist() == [1, 4]
     assert batch.n_windows == 3 and batch.utilization == 1.0 and batch.padding_tokens == 0
@@ -235,9 +236,9 @@ def test_overlong_inputs(overflow):
     seqs = [[11] * 12, [12] * 3, [13] * 4]
     if overflow == "error":
         with pytest.raises(ValueError, match="more than capacity 8"):
-            pack(seqs, 8, overflow=overflow)
+            pack(seqs, capacity=8, overflow=overflow)
         return
-    batch = pack(seqs, 8, overflow=overflow, pad_id=PAD, separator_id=SEP)
+    batch = pack(seqs, capacity=8, overflow=overflow, pad_id=PAD, separator_id=SEP)
     check_invariants(batch, seqs, 8, sep=SEP, overflow=overflow)
     if overflow == "truncate":
         assert batch.truncated.tolist() == [0] and batch.tokens_truncated == 5
@@ -248,24 +249,25 @@ def test_overlong_inputs(overflow):
 def test_attention_mask_block_diagonal():
     seqs = [[11, 12, 13], [14], [15, 16], [17, 18, 19, 20]]
     for layout in ("padded", "flat"):
-        batch = pack(seqs, 6, layout=layout, pad_id=PAD)
+        batch = pack(seqs, capacity=6, layout=layout, pad_id=PAD)
         for causal in (False, True):
-            assert np.array_equal(batch.attention_mask(causal), _mask_reference(batch, causal))
+            assert np.array_equal(batch.attention_mask(causal=causal),
+                                  _mask_reference(batch, causal))
 
 
 @settings(max_examples=25, deadline=None)
 @given(seqs=st.lists(st.lists(st.integers(10, 99), min_size=0, max_size=7), max_size=6),
        capacity=st.integers(7, 12), causal=st.booleans())
 def test_attention_mask_property(seqs, capacity, causal):
-    batch = pack(seqs, capacity, pad_id=PAD)
-    assert np.array_equal(batch.attention_mask(causal), _mask_reference(batch, causal))
+    batch = pack(seqs, capacity=capacity, pad_id=PAD)
+    assert np.array_equal(batch.attention_mask(causal=causal), _mask_reference(batch, causal))
 
 
 def test_labels_argument_and_completion_mask():
     seqs = [[11, 12, 13, 14], [21, 22, 23]]
     labels = [[-100, -100, 13, 14], [21, 22, 23]]
     mask = [[1, 1, 1, 0], [0, 1, 1]]
-    batch = pack(seqs, 10, completion_mask=mask, labels=labels, separator_id=SEP,
+    batch = pack(seqs, capacity=10, completion_mask=mask, labels=labels, separator_id=SEP,
                  label_separators=True, layout="flat", strategy="greedy")
     assert batch.labels.tolist() == [[-100, -100, 13, -100, SEP, -100, 22, 23, SEP]]
     check_invariants(batch, seqs, 10, sep=SEP, mask=mask, label_separators=True, labels=labels)
@@ -273,27 +275,27 @@ def test_labels_argument_and_completion_mask():
 
 def test_bad_inputs():
     with pytest.raises(ValueError, match="completion_mask 1 has 2 entries"):
-        pack([[1, 2], [3, 4, 5]], 8, completion_mask=[[1, 1], [1, 1]])
+        pack([[1, 2], [3, 4, 5]], capacity=8, completion_mask=[[1, 1], [1, 1]])
     with pytest.raises(ValueError, match="layout"):
-        pack([[1]], 8, layout="ragged")
+        pack([[1]], capacity=8, layout="ragged")
     with pytest.raises(ValueError, match="must hold integers"):
-        pack([[1.5, 2.0]], 8)
+        pack([[1.5, 2.0]], capacity=8)
     with pytest.raises(ValueError, match="capacity"):
-        pack([[1]], 0)
+        pack([[1]], capacity=0)
     with pytest.raises(ValueError, match="strategy"):
-        pack([[1]], 8, strategy="nope")
+        pack([[1]], capacity=8, strategy="nope")
 
 
 def test_no_inputs():
-    batch = pack([], 8)
+    batch = pack([], capacity=8)
     assert batch.input_ids.shape == (0, 8) and batch.n_windows == 0
     assert batch.cu_seqlens.tolist() == [0]
-    assert pack([[], []], 8, layout="flat").input_ids.shape == (1, 0)
+    assert pack([[], []], capacity=8, layout="flat").input_ids.shape == (1, 0)
 
 
 def test_seq_idx_and_to_torch_padded():
     torch = pytest.importorskip("torch")
-    batch = pack([[11, 12], [13, 14, 15], [16]], 4, pad_id=PAD, strategy="greedy")
+    batch = pack([[11, 12], [13, 14, 15], [16]], capacity=4, pad_id=PAD, strategy="greedy")
     assert batch.seq_idx().tolist() == [[0, 0, -1, -1], [1, 1, 1, 2]]
     t = batch.to_torch(attention_mask=True)
     assert set(t) == {"input_ids", "labels", "position_ids", "segment_ids", "attention_mask"}
@@ -330,10 +332,11 @@ def test_absurd_capacity_is_one_line_error_everywhere(capacity):
     from ctxkit.packing.options import PackOptions
     from ctxkit.packing.plan import pack_lengths
 
-    calls = [lambda: PackOptions(capacity=capacity), lambda: pack([[1, 2]], capacity),
-             lambda: pack_arrays(np.array([1]), np.array([1]), capacity),
-             lambda: PackedCollator(capacity), lambda: pack_lengths([3], capacity),
-             lambda: OnlinePacker(capacity)]
+    calls = [lambda: PackOptions(capacity=capacity), lambda: pack([[1, 2]], capacity=capacity),
+             lambda: pack_arrays(np.array([1]), np.array([1]), capacity=capacity),
+             lambda: PackedCollator(capacity=capacity),
+             lambda: pack_lengths([3], capacity=capacity),
+             lambda: OnlinePacker(capacity=capacity)]
     for call in calls:
         with pytest.raises(ValueError, match=r"^capacity [\d,]+ is more than the 16,777,216 "
                                              r"tokens a window can hold$"):
@@ -369,7 +372,7 @@ def test_options_object_equals_keywords_and_keywords_override_it():
     seqs = [rng.integers(1, 50, int(n)).tolist() for n in rng.integers(0, 40, 60)]
     opts = PackOptions(capacity=64, strategy="ffd", separator_id=0, seed=7, layout="flat",
                        overflow="split", label_separators=True, pad_id=9)
-    by_kw = pack(seqs, 64, strategy="ffd", separator_id=0, seed=7, layout="flat",
+    by_kw = pack(seqs, capacity=64, strategy="ffd", separator_id=0, seed=7, layout="flat",
                  overflow="split", label_separators=True, pad_id=9)
     by_opts = pack(seqs, options=opts)
     for name in ("input_ids", "labels", "position_ids", "segment_ids", "cu_seqlens"):
@@ -384,7 +387,7 @@ def test_options_object_equals_keywords_and_keywords_override_it():
     assert collate.options == opts
     np.testing.assert_array_equal(
         collate.pack([{"input_ids": s} for s in seqs]).input_ids, by_kw.input_ids)
-    with pytest.raises(TypeError, match="needs capacity"):
+    with pytest.raises(InputError, match="needs capacity"):
         PackedCollator()
     with pytest.raises(TypeError, match="unknown packing option"):
         PackOptions.resolve(None, capacity=8, window=3)
@@ -398,8 +401,9 @@ def test_a_broken_plan_is_an_internal_error_not_lost_tokens():
     from ctxkit.errors import InternalError
 
     lengths = np.array([3, 2], dtype=np.int64)
-    twice = PackLengthsResult(bins=[np.array([0, 0], dtype=np.int64), np.array([1], dtype=np.int64)],
-                     capacity=8, total_tokens=8, strategy="bfd", lengths=lengths)
+    twice = PackLengthsResult(bins=[np.array([0, 0], dtype=np.int64),
+                                    np.array([1], dtype=np.int64)],
+                              capacity=8, total_tokens=8, strategy="bfd", lengths=lengths)
     tokens = np.array([11, 11, 11, 12, 12], dtype=np.int64)
     with pytest.raises(InternalError, match="placed 6 of input 0.s 3 tokens"):
         collate_plan(twice, tokens, np.array([0, 3]), lengths, pad_id=PAD)

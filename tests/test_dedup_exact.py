@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from ctxkit.deduplication.exact import ExactDeduper, exact_dedup, text_digests
 from ctxkit.deduplication.normalize import Normalization, normalize_texts, normalized_codepoints
 from ctxkit.deduplication.pipeline import DedupResult, dedup
+from ctxkit.errors import InputError
 
 ALPHABET = "aB \t\n\u3000\u00a0é,!_\U0001f600\x00ß\ufb01"
 
@@ -121,9 +122,9 @@ WORDS = st.sampled_from(["alpha", "beta", "gamma", "delta", "Alpha", "BETA", "ep
     st.sampled_from(["first", "last", "longest"]),
 )
 def test_staged_dedup_invariants(texts, keep):
-    res = dedup(texts, ["exact", "minhash"], threshold=0.5, keep=keep, num_perm=64)
+    res = dedup(texts, method=["exact", "minhash"], threshold=0.5, keep=keep, num_perm=64)
     check_invariants(res, len(texts))
-    exact = dedup(texts, "exact", keep=keep)
+    exact = dedup(texts, method="exact", keep=keep)
     # The second stage only removes more: everything exact removed stays removed.
     assert set(exact.removed.tolist()) <= set(res.removed.tolist())
 
@@ -136,7 +137,7 @@ def test_staged_chain_resolution():
         "the quick brown fox jumps over the lazy dog!",
         "completely different text",
     ]
-    res = dedup(texts, ["exact", "minhash"], threshold=0.6)
+    res = dedup(texts, method=["exact", "minhash"], threshold=0.6)
     assert res.duplicate_of.tolist() == [-1, 0, 0, -1]
     assert res.method == ["", "minhash", "exact", ""]
     assert res.matched.tolist() == [-1, 0, 1, -1]
@@ -151,29 +152,29 @@ def test_staged_chain_resolution():
 
 
 def test_dispatch_errors():
-    with pytest.raises(TypeError, match=r"texts\[1\] is NoneType"):
+    with pytest.raises(InputError, match=r"text 1 of texts is NoneType"):
         dedup(["a", None])
     with pytest.raises(ValueError, match="unknown dedup method"):
-        dedup(["a"], "fuzzy")
-    with pytest.raises(TypeError, match="not accepted"):
-        dedup(["a"], "exact", num_perm=64)
+        dedup(["a"], method="fuzzy")
+    with pytest.raises(InputError, match="not accepted"):
+        dedup(["a"], method="exact", num_perm=64)
     with pytest.raises(ValueError, match="twice"):
-        dedup(["a"], "exact,exact")
+        dedup(["a"], method="exact,exact")
     with pytest.raises(ValueError, match="unknown method"):
-        dedup(["a"], "minhash", threshold={"fuzzy": 0.3})
+        dedup(["a"], method="minhash", threshold={"fuzzy": 0.3})
     # a threshold no stage uses, or out of range, is an error, not silently ignored
     with pytest.raises(ValueError, match="takes no threshold"):
-        dedup(["a"], "exact", threshold=0.8)
+        dedup(["a"], method="exact", threshold=0.8)
     with pytest.raises(ValueError, match="between 0 and 1, got 1.5"):
-        dedup(["a"], "exact", threshold=1.5)
+        dedup(["a"], method="exact", threshold=1.5)
     with pytest.raises(ValueError, match="without a threshold"):
-        dedup(["a"], "exact,minhash", threshold={"exact": 0.5})
+        dedup(["a"], method="exact,minhash", threshold={"exact": 0.5})
     with pytest.raises(ValueError, match=r"threshold for semantic must be a similarity"):
-        dedup(["a"], "semantic", threshold={"semantic": 2})
+        dedup(["a"], method="semantic", threshold={"semantic": 2})
     with pytest.raises(ValueError, match=r"between 0 and 1, got 0 \(0 would make everything"):
-        dedup(["a"], "exact,minhash", threshold=0)
+        dedup(["a"], method="exact,minhash", threshold=0)
     assert dedup(
-        ["a b c d e f", "a b c d e f g"], "minhash", threshold={"minhash": 0.6}
+        ["a b c d e f", "a b c d e f g"], method="minhash", threshold={"minhash": 0.6}
     ).keep.tolist() == [0]
 
 

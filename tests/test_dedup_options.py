@@ -56,7 +56,7 @@ def test_defaults_and_validation():
     # every entry point takes the same options, by keyword or as one object
     texts = _tool_records(30)
     a = minhash_dedup(texts, options=MinHashOptions(threshold=0.6, seed=5))
-    b = ctxkit.dedup(texts, "minhash", 0.6, seed=5)
+    b = ctxkit.dedup(texts, method="minhash", threshold=0.6, seed=5)
     assert a.duplicate_of.tolist() == b.duplicate_of.tolist()
     assert ctxkit.MinHashOptions is MinHashOptions
 
@@ -86,7 +86,7 @@ def test_template_dedup_warns_and_boilerplate_option_fixes_it():
     assert varying.removed.tolist() == [200, 201] and varying.warnings == []
     assert varying.duplicate_of[200] == 7 and varying.duplicate_of[201] == 8
     assert varying.info["boilerplate"]["lines"] == 7
-    staged = ctxkit.dedup(texts, ["exact", "minhash"], 0.5)
+    staged = ctxkit.dedup(texts, method=["exact", "minhash"], threshold=0.5)
     assert staged.warnings and staged.n_removed == whole.n_removed
 
 

@@ -58,7 +58,7 @@ class CountingEncoder:
 def test_custom_encoder_and_staged_semantic():
     enc = CountingEncoder()
     texts = ["aaab", "AAAB", "baaa", "bbbb", "abab"]
-    res = dedup(texts, ["exact", "semantic"], threshold=0.99, encoder=enc)
+    res = dedup(texts, method=["exact", "semantic"], threshold=0.99, encoder=enc)
     assert enc.calls == 1  # the semantic stage embeds only the 4 survivors, in one call
     assert res.duplicate_of.tolist() == [-1, 0, 0, -1, -1]  # "baaa" embeds like "aaab"
     assert res.method == ["", "exact", "semantic", "", ""]

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from ctxkit.compression.density import DensityResult, density, near_duplicates, text_density
 from ctxkit.compression.scorers import IdfScorer
+from ctxkit.errors import InputError
 from ctxkit.io.tokenizers import get_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -79,7 +80,7 @@ def test_semantic_novelty():
 
 
 def test_bad_input_and_edge_cases():
-    with pytest.raises(TypeError, match="text 1 is int"):
+    with pytest.raises(InputError, match="text 1 of text_or_texts is int"):
         density(["ok", 3])
     with pytest.raises(ValueError, match="n must be"):
         density("x", n=0)

@@ -248,7 +248,7 @@ def test_pack_global_equals_local_pack(ray_session, options):
 def test_pack_lengths_only_lists_the_plan(ray_session):
     lengths = np.random.default_rng(0).integers(0, 300, 400)
     ds, _ = _token_dataset(lengths)
-    plan = pack_lengths(lengths, 512, seed=2)
+    plan = pack_lengths(lengths, capacity=512, seed=2)
     got = _windows_table(pack(ds, 512, column="n", seed=2))
     assert got.column("source_ids").to_pylist() == [b.tolist() for b in plan.bins]
     assert got.column("seq_lengths").to_pylist() == [lengths[b].tolist() for b in plan.bins]
@@ -266,7 +266,7 @@ def test_pack_per_block_places_every_row_once(ray_session):
         assert list(w["input_ids"]) == [t for r in w["source_ids"] for t in seqs[r] + [0]]
         assert sum(w["seq_lengths"]) == len(w["input_ids"]) <= 256
     block = window_utilization(out.windows, 256)
-    glob = pack_lengths(lengths + 1, 256)
+    glob = pack_lengths(lengths + 1, capacity=256)
     assert block["tokens"] == glob.total_tokens
     assert block["windows"] >= glob.n_bins  # per-block packing never beats the global plan
     with pytest.raises(ValueError, match="mode='block' keeps each window inside one block"):

@@ -123,8 +123,8 @@ def test_empty_input_and_bad_input(enc):
         PackedEncoder(device="cpu", attention="flex")
     with pytest.raises(ValueError, match="batch_tokens must be a positive integer, got 0"):
         PackedEncoder(device="cpu", batch_tokens=0)
-    with pytest.warns(DeprecationWarning, match="max_tokens_per_batch is deprecated"):
-        assert PackedEncoder(device="cpu", max_tokens_per_batch=512).batch_tokens == 512
+    with pytest.raises(TypeError, match="max_tokens_per_batch"):
+        PackedEncoder(device="cpu", max_tokens_per_batch=512)
     with pytest.raises(ValueError, match=r"^unknown device 'tpu'; use auto, cpu, cuda"):
         PackedEncoder(device="tpu")
     if not torch.cuda.is_available():

@@ -75,8 +75,8 @@ def test_disjoint_replicas_hold_the_same_work_per_document():
     assert sorted(len(t) for t in texts) == sorted(len(t) for t in unit * 3)
     copy = [(ord(t[0]) - 0x4E00) // 36 for t in texts]
     assert sorted(copy) == [0] * 400 + [1] * 400 + [2] * 400
-    one = dedup(disjoint_replicas(unit, 1, random.Random(0)), "minhash", 0.7)
-    three = dedup(texts, "minhash", 0.7)
+    one = dedup(disjoint_replicas(unit, 1, random.Random(0)), method="minhash", threshold=0.7)
+    three = dedup(texts, method="minhash", threshold=0.7)
     assert all(copy[a] == copy[b] for a, b in three.pairs.tolist())
     assert all(copy[i] == copy[j] for i, j in enumerate(three.duplicate_of.tolist()) if j >= 0)
     assert 0.9 * 3 * one.n_removed <= three.n_removed <= 1.1 * 3 * one.n_removed

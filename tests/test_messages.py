@@ -6,6 +6,7 @@ import pytest
 
 from ctxkit.compression.chat import compress_chat, count_chat_tokens
 from ctxkit.deduplication.messages import dedup_messages
+from ctxkit.errors import InputError
 from ctxkit.io.messages import message_format, normalize_messages, parse_messages
 from ctxkit.io.records import read_records
 
@@ -48,11 +49,11 @@ def test_views_of_both_formats_agree():
 
 
 @pytest.mark.parametrize(("messages", "error", "match"), [
-    ("hi", TypeError, "must be a list of messages, got str"),
+    ("hi", InputError, "must be a list of messages, got str"),
     ([{"role": "user", "content": "a"}, {"from": "gpt", "value": "b"}], ValueError, "mix"),
     ([{"speaker": "x"}], ValueError, r"message 0 has neither 'role'"),
     ([{"role": "user", "content": 5}], ValueError, "message 0 content is int"),
-    (["text"], TypeError, "message 0 is str"),
+    (["text"], InputError, "message 0 is str"),
 ])
 def test_bad_conversations_fail_the_same_way_in_every_stage(messages, error, match):
     with pytest.raises(error, match=match):

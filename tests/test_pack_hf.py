@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxkit.errors import InputError
 from ctxkit.packing.collate import PackedCollator, pack
 from ctxkit.packing.hf import packed_table
 
@@ -57,7 +58,8 @@ REF = DataCollatorWithFlattening(return_flash_attn_kwargs=True, return_seq_idx=T
 def test_flat_layout_matches_data_collator_with_flattening(seqs, capacity, strategy, seed, sep):
     if not any(seqs):
         return  # the reference refuses a batch of only empty examples
-    batch = pack(seqs, capacity, strategy=strategy, layout="flat", seed=seed, separator_id=sep)
+    batch = pack(seqs, capacity=capacity, strategy=strategy, layout="flat", seed=seed,
+                 separator_id=sep)
     if sep is None:
         feats = _ordered_features(batch, seqs)
     else:  # the separator is part of its segment and masked from the loss
@@ -71,7 +73,7 @@ def test_flat_layout_with_labels_matches_reference():
     seqs = [[5, 6, 7, 8], [9, 10], [11, 12, 13]]
     mask = [[0, 0, 1, 1], [1, 1], [0, 1, 1]]
     labels = [[t if m else -100 for t, m in zip(s, mk)] for s, mk in zip(seqs, mask)]
-    batch = pack(seqs, 16, completion_mask=mask, layout="flat")
+    batch = pack(seqs, capacity=16, completion_mask=mask, layout="flat")
     _assert_same(batch.to_torch(), REF(_ordered_features(batch, seqs, labels)))
     collated = PackedCollator(capacity=16, layout="flat")(
         [{"input_ids": s, "completion_mask": m} for s, m in zip(seqs, mask)])
@@ -81,7 +83,7 @@ def test_flat_layout_with_labels_matches_reference():
 def test_padded_rows_flatten_to_the_reference():
     """Each padded window, trimmed of padding, is the reference flattening of its segments."""
     seqs = [[1] * 5, [2] * 9, [3] * 3, [4] * 7, [5] * 2]
-    batch = pack(seqs, 12, strategy="bfd")
+    batch = pack(seqs, capacity=12, strategy="bfd")
     for r, row in enumerate(batch.pieces):
         used = sum(e - s for _, s, e in row)
         ref = REF([{"input_ids": seqs[i][s:e]} for i, s, e in row])
@@ -123,19 +125,19 @@ def test_pack_dataset_roundtrip():
 def pack_dataset_both(ds):
     from ctxkit.packing.hf import pack_dataset
 
-    return pack_dataset(ds, 48, id_column="rid", seed=1, return_batch=True)
+    return pack_dataset(ds, capacity=48, id_column="rid", seed=1, return_batch=True)
 
 
 def test_pack_dataset_padded_and_dict():
     from ctxkit.packing.hf import pack_dataset
 
     ds = datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5], [6]]})
-    rows = pack_dataset(ds, 4, layout="padded", separator_id=0, pad_id=-1)[:]
+    rows = pack_dataset(ds, capacity=4, layout="padded", separator_id=0, pad_id=-1)[:]
     assert rows["input_ids"] == [[1, 2, 3, 0], [4, 5, 0, -1], [6, 0, -1, -1]]
     assert rows["segment_ids"] == [[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 0, 0]]
     assert rows["labels"] == [[-100, 2, 3, -100], [-100, 5, -100, -100], [-100] * 4]
     dd = datasets.DatasetDict({"train": ds, "test": ds.select([0])})
-    out = pack_dataset(dd, 4)
+    out = pack_dataset(dd, capacity=4)
     assert set(out) == {"train", "test"} and out["test"]["input_ids"][:] == [[1, 2, 3]]
 
 
@@ -144,16 +146,16 @@ def test_pack_dataset_errors():
 
     ds = datasets.Dataset.from_dict({"text": ["a", "b"]})
     with pytest.raises(ValueError, match="no column 'input_ids'"):
-        pack_dataset(ds, 8)
+        pack_dataset(ds, capacity=8)
     with pytest.raises(ValueError, match="lists of token ids"):
-        pack_dataset(ds, 8, column="text")
+        pack_dataset(ds, capacity=8, column="text")
     bad = datasets.Dataset.from_dict({"input_ids": [[1, 2], [3]], "completion_mask": [[1], [1]]})
     with pytest.raises(ValueError, match="row 0: completion_mask has 1 entries"):
-        pack_dataset(bad, 8)
+        pack_dataset(bad, capacity=8)
     with pytest.raises(ValueError, match="more than capacity"):
-        pack_dataset(datasets.Dataset.from_dict({"input_ids": [[1] * 9]}), 8)
-    with pytest.raises(TypeError, match="datasets.Dataset"):
-        pack_dataset([[1, 2]], 8)
+        pack_dataset(datasets.Dataset.from_dict({"input_ids": [[1] * 9]}), capacity=8)
+    with pytest.raises(InputError, match="datasets.Dataset"):
+        pack_dataset([[1, 2]], capacity=8)
 
 
 def test_trl_padding_free_collator_reads_packed_rows():
@@ -163,19 +165,19 @@ def test_trl_padding_free_collator_reads_packed_rows():
 
     seqs = [[11, 12, 13], [21, 22, 23, 24], [31, 32], [41, 42, 43, 44, 45]]
     ds = datasets.Dataset.from_dict({"input_ids": seqs})
-    packed = pack_dataset(ds, 8)
+    packed = pack_dataset(ds, capacity=8)
     collator = trl_sft.DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)
     examples = [{k: packed[r][k] for k in ("input_ids", "labels", "seq_lengths")}
                 for r in range(packed.num_rows)]
     got = collator(examples)
-    ours = pack(seqs, 8, layout="flat").to_torch()
+    ours = pack(seqs, capacity=8, layout="flat").to_torch()
     for key in ("input_ids", "labels", "position_ids", "cu_seq_lens_q", "seq_idx"):
         assert torch.equal(got[key], ours[key]), key
     assert got["max_length_q"] == ours["max_length_q"]
 
 
 def test_packed_table_ids_and_ranges():
-    batch = pack([[1, 2, 3], [4]], 8, separator_id=9, strategy="greedy")
+    batch = pack([[1, 2, 3], [4]], capacity=8, separator_id=9, strategy="greedy")
     table = packed_table(batch, ids=["x", "y"])
     assert table.column("source_ids").to_pylist() == [["x", "y"]]
     assert table.column("source_ranges").to_pylist() == [[[0, 4], [0, 2]]]
@@ -189,4 +191,4 @@ def test_pack_dataset_without_datasets_installed(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets -> ImportError
     with pytest.raises(ImportError, match=r"pip install 'ctxkit\[hf\]'"):
-        pack_dataset(object(), 8)
+        pack_dataset(object(), capacity=8)

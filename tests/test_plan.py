@@ -11,7 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxkit.packing.optimal import cutting_stock
-from ctxkit.packing.plan import OVERFLOW_POLICIES, STRATEGIES, BinList, PackLengthsResult, pack_lengths
+from ctxkit.packing.plan import (
+    OVERFLOW_POLICIES,
+    STRATEGIES,
+    BinList,
+    PackLengthsResult,
+    pack_lengths,
+)
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -87,7 +93,7 @@ def any_lengths(draw, max_cap: int = 40, max_n: int = 40):
 @given(fitting())
 def test_bfd_matches_item_by_item_bfd(case):
     lengths, cap = case
-    plan = pack_lengths(lengths, cap, "bfd")
+    plan = pack_lengths(lengths, capacity=cap, strategy="bfd")
     n_ref, free_ref = ref_bfd(lengths, cap)
     assert plan.n_bins == n_ref
     free = sorted(cap - int(np.asarray(lengths, np.int64)[b].sum()) for b in plan.bins)
@@ -99,14 +105,14 @@ def test_bfd_matches_item_by_item_bfd(case):
 def test_bfd_matches_on_many_duplicates(case):
     lengths, cap = case
     lengths = [1 + (x % max(1, cap // 3)) for x in lengths] * 3  # few distinct, many copies
-    assert pack_lengths(lengths, cap, "bfd").n_bins == ref_bfd(lengths, cap)[0]
+    assert pack_lengths(lengths, capacity=cap, strategy="bfd").n_bins == ref_bfd(lengths, cap)[0]
 
 
 @SETTINGS
 @given(fitting())
 def test_ffd_matches_item_by_item_ffd_exactly(case):
     lengths, cap = case
-    plan = pack_lengths(lengths, cap, "ffd")
+    plan = pack_lengths(lengths, capacity=cap, strategy="ffd")
     assert [b.tolist() for b in plan.bins] == ref_ffd(lengths, cap)
 
 
@@ -114,7 +120,7 @@ def test_ffd_matches_item_by_item_ffd_exactly(case):
 @given(fitting())
 def test_greedy_is_next_fit_in_input_order(case):
     lengths, cap = case
-    plan = pack_lengths(lengths, cap, "greedy")
+    plan = pack_lengths(lengths, capacity=cap, strategy="greedy")
     assert [b.tolist() for b in plan.bins] == ref_next_fit(lengths, cap)
 
 
@@ -124,7 +130,7 @@ def test_bfd_long_windows_against_reference():
     for cap in (2**17, 10**6):
         lengths = rng.integers(1, cap // 3, 400)
         lengths[::7] = lengths[3]  # some repeated lengths too
-        assert pack_lengths(lengths, cap).n_bins == ref_bfd(lengths.tolist(), cap)[0]
+        assert pack_lengths(lengths, capacity=cap).n_bins == ref_bfd(lengths.tolist(), cap)[0]
 
 
 def test_bfd_large_random_against_reference():
@@ -132,7 +138,7 @@ def test_bfd_large_random_against_reference():
     for cap in (512, 2048):
         lengths = rng.integers(1, cap + 1, 3000) // rng.integers(1, 8, 3000) + 1
         lengths = np.minimum(lengths, cap)
-        assert pack_lengths(lengths, cap).n_bins == ref_bfd(lengths.tolist(), cap)[0]
+        assert pack_lengths(lengths, capacity=cap).n_bins == ref_bfd(lengths.tolist(), cap)[0]
 
 
 # --------------------------------------------------------------------------- invariants
@@ -191,9 +197,9 @@ def test_every_token_placed_once_or_reported(strategy, overflow, case):
     too_long = [i for i, n in enumerate(lengths) if n > cap]
     if overflow == "error" and too_long and strategy != "wrapped":
         with pytest.raises(ValueError, match=f"input {too_long[0]} has {lengths[too_long[0]]} "):
-            pack_lengths(lengths, cap, strategy, overflow=overflow)
+            pack_lengths(lengths, capacity=cap, strategy=strategy, overflow=overflow)
         return
-    plan = pack_lengths(lengths, cap, strategy, overflow=overflow)
+    plan = pack_lengths(lengths, capacity=cap, strategy=strategy, overflow=overflow)
     check_plan(plan, lengths, cap, overflow)
 
 
@@ -202,9 +208,9 @@ def test_every_token_placed_once_or_reported(strategy, overflow, case):
 @given(case=any_lengths(), seed=st.integers(0, 2**32 - 1))
 def test_seed_shuffles_windows_deterministically(strategy, case, seed):
     lengths, cap = case
-    a = pack_lengths(lengths, cap, strategy, overflow="split", seed=seed)
-    b = pack_lengths(lengths, cap, strategy, overflow="split", seed=seed)
-    plain = pack_lengths(lengths, cap, strategy, overflow="split")
+    a = pack_lengths(lengths, capacity=cap, strategy=strategy, overflow="split", seed=seed)
+    b = pack_lengths(lengths, capacity=cap, strategy=strategy, overflow="split", seed=seed)
+    plain = pack_lengths(lengths, capacity=cap, strategy=strategy, overflow="split")
     assert a.segments() == b.segments()
     # shuffling only reorders the windows
     assert sorted(map(tuple, a.segments())) == sorted(map(tuple, plain.segments()))
@@ -214,35 +220,35 @@ def test_seed_shuffles_windows_deterministically(strategy, case, seed):
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "wrapped"])
 def test_error_names_first_too_long_input(strategy):
     with pytest.raises(ValueError, match=r"input 2 has 9 tokens, more than capacity 8"):
-        pack_lengths([3, 8, 9, 12], 8, strategy)
+        pack_lengths([3, 8, 9, 12], capacity=8, strategy=strategy)
 
 
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "wrapped"])
 def test_lengths_equal_to_capacity_fill_a_window_alone(strategy):
-    plan = pack_lengths([8, 3, 5, 8], 8, strategy)
+    plan = pack_lengths([8, 3, 5, 8], capacity=8, strategy=strategy)
     rows = [sorted(b.tolist()) for b in plan.bins]
     assert [0] in rows and [3] in rows
     assert plan.n_bins == 3 and plan.lower_bound == 3
 
 
 def test_wrapped_fills_every_window_but_the_last():
-    plan = pack_lengths([8, 3, 8, 5], 8, "wrapped")
+    plan = pack_lengths([8, 3, 8, 5], capacity=8, strategy="wrapped")
     assert plan.segments() == [[(0, 0, 8)], [(1, 0, 3), (2, 0, 5)], [(2, 5, 8), (3, 0, 5)]]
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_zero_length_and_empty_inputs(strategy):
-    plan = pack_lengths([0, 4, 0], 8, strategy)
+    plan = pack_lengths([0, 4, 0], capacity=8, strategy=strategy)
     assert plan.empty.tolist() == [0, 2]
     assert [b.tolist() for b in plan.bins] == [[1]]
-    none = pack_lengths([], 8, strategy)
+    none = pack_lengths([], capacity=8, strategy=strategy)
     assert none.n_bins == 0 and none.utilization == 0.0 and none.segments() == []
-    zeros = pack_lengths([0, 0], 8, strategy)
+    zeros = pack_lengths([0, 0], capacity=8, strategy=strategy)
     assert zeros.n_bins == 0 and zeros.empty.tolist() == [0, 1]
 
 
 def test_wrapped_concatenates_and_cuts():
-    plan = pack_lengths([5, 7, 2], 4, "wrapped")
+    plan = pack_lengths([5, 7, 2], capacity=4, strategy="wrapped")
     assert plan.segments() == [
         [(0, 0, 4)], [(0, 4, 5), (1, 0, 3)], [(1, 3, 7)], [(2, 0, 2)]
     ]
@@ -251,24 +257,24 @@ def test_wrapped_concatenates_and_cuts():
 
 
 def test_split_pieces_are_packed_as_items():
-    plan = pack_lengths([10, 3], 8, "bfd", overflow="split")
+    plan = pack_lengths([10, 3], capacity=8, strategy="bfd", overflow="split")
     assert plan.segments() == [[(0, 0, 8)], [(1, 0, 3), (0, 8, 10)]]
     assert plan.split.tolist() == [0]
 
 
 def test_truncate_and_drop_report():
-    t = pack_lengths([10, 3], 8, overflow="truncate")
+    t = pack_lengths([10, 3], capacity=8, overflow="truncate")
     assert t.truncated.tolist() == [0] and t.tokens_truncated == 2
     assert t.segments() == [[(0, 0, 8)], [(1, 0, 3)]]
-    d = pack_lengths([10, 3], 8, overflow="drop")
+    d = pack_lengths([10, 3], capacity=8, overflow="drop")
     assert d.dropped.tolist() == [0] and d.segments() == [[(1, 0, 3)]]
     assert d.total_tokens == 3
 
 
 def test_optimal_beats_bfd_where_bfd_is_not_optimal():
     lengths = [8, 3, 6, 7, 5, 7, 2, 7, 4, 2, 4, 4]  # BFD: 6 windows; 5 = lower bound is reachable
-    bfd = pack_lengths(lengths, 12, "bfd")
-    opt = pack_lengths(lengths, 12, "optimal")
+    bfd = pack_lengths(lengths, capacity=12, strategy="bfd")
+    opt = pack_lengths(lengths, capacity=12, strategy="optimal")
     assert bfd.n_bins == 6 and opt.n_bins == opt.lower_bound == 5
     check_plan(opt, lengths, 12, "error")
 
@@ -278,14 +284,16 @@ def test_optimal_reaches_the_lp_bound_with_many_copies():
     res = cutting_stock(lengths, 12)
     # the LP proves 1000 windows are needed (more than ceil(total / 12) = 984); BFD needs 1017
     assert res.lp_optimal and res.lp_bound == res.n_bins == 1000
-    assert pack_lengths(lengths, 12, "optimal").n_bins == 1000 < pack_lengths(lengths, 12).n_bins
+    bfd = pack_lengths(lengths, capacity=12).n_bins
+    assert pack_lengths(lengths, capacity=12, strategy="optimal").n_bins == 1000 < bfd
 
 
 @settings(max_examples=15, deadline=None)
 @given(fitting(max_cap=40, max_n=60))
 def test_optimal_is_never_worse_than_bfd(case):
     lengths, cap = case
-    assert pack_lengths(lengths, cap, "optimal").n_bins <= pack_lengths(lengths, cap).n_bins
+    bfd = pack_lengths(lengths, capacity=cap).n_bins
+    assert pack_lengths(lengths, capacity=cap, strategy="optimal").n_bins <= bfd
 
 
 @pytest.mark.parametrize(
@@ -306,7 +314,7 @@ def test_bad_input_is_a_clear_error(bad, message):
 
 
 def test_binlist_behaves_like_a_list_of_arrays():
-    plan = pack_lengths([3, 5, 2, 6], 8)
+    plan = pack_lengths([3, 5, 2, 6], capacity=8)
     assert isinstance(plan.bins, BinList)
     assert len(plan.bins) == 2 and plan.bins[-1].tolist() == [1, 0]
     assert [b.tolist() for b in plan.bins[0:1]] == [[3, 2]]

@@ -80,7 +80,7 @@ def test_baselines_fill_the_budget_and_never_exceed_it():
     for budget in (40, 90):
         kept = pb.top_messages(msgs, pb.recent_ranking(units[:-1], "x"), budget, TOK)
         assert len(msgs) - 1 in kept
-        assert count_chat_tokens([msgs[i] for i in kept], TOK) <= budget
+        assert count_chat_tokens([msgs[i] for i in kept], tokenizer=TOK) <= budget
     if pb.bm25_available():
         assert pb.bm25_ranking(["cats purr", "dogs bark", "a cat"], "cats")[0] == 0
 

@@ -1,5 +1,6 @@
 import pytest
 
+from ctxkit.errors import InputError
 from ctxkit.io.tokenizers import available_tokenizers, get_tokenizer, resolve_tokenizer
 
 
@@ -53,5 +54,5 @@ def test_unknown_name_lists_available():
 def test_resolve_accepts_objects():
     tok = get_tokenizer("cl100k_base")
     assert resolve_tokenizer(tok) is tok
-    with pytest.raises(TypeError):
+    with pytest.raises(InputError):
         resolve_tokenizer(42)

@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit import validate
 from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.chat_features import ChatFeatures, billed_tokens
 from ctxkit.compression.prune import check_budget, compress
@@ -116,14 +117,17 @@ class CompressChatResult(BudgetedResult):
 # message access
 
 
-def count_chat_tokens(messages: Sequence[Mapping[str, Any]], tokenizer: str | Tokenizer =
-                      "cl100k_base", per_message: int = 3, reply_priming: int = 3) -> int:
+def count_chat_tokens(messages: Sequence[Mapping[str, Any]], *,
+                      tokenizer: str | Tokenizer = "cl100k_base", per_message: int = 3,
+                      reply_priming: int = 3) -> int:
     """Tokens a chat API bills for ``messages`` (framing, role, name, content, tool calls).
 
     Example:
         >>> count_chat_tokens([{"role": "user", "content": "hello world"}])
         9
     """
+    validate.non_negative_int(per_message, "per_message")
+    validate.non_negative_int(reply_priming, "reply_priming")
     tok = resolve_tokenizer(tokenizer)
     _format(messages)
     if not messages:
@@ -234,6 +238,10 @@ def compress_chat(
     dropping the weaker of two same-side turns that a removal made adjacent, and never start
     with an assistant turn. A tool result whose call is not kept is never kept.
     """
+    validate.positive_int(budget, "budget")
+    validate.optional_text(query, "query")
+    validate.messages_list(messages)
+    scorer = validate.scorer_name(scorer)
     opts = ChatOptions(keep_last, keep_system, per_message, reply_priming, shorten,
                        min_shortened, dedup_threshold, query_weight, neighbors, whole_share,
                        word_keep, alternate)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ctxkit.compression.scorers import IdfScorer, LMScorer, Scorer, get_scorer
+from ctxkit.errors import InputError
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = ["ChatFeatures", "billed_tokens"]
@@ -122,7 +123,7 @@ class ChatFeatures:
         Exact Jaccard over the shingle sets, all pairs at once through one sparse product.
         """
         if not 0.0 < threshold <= 1.0:
-            raise ValueError(f"dedup_threshold must be in (0, 1], got {threshold}")
+            raise InputError(f"dedup_threshold must be in (0, 1], got {threshold}")
         n = len(texts)
         out = [-1] * n
         sets = self._shingle_sets(texts)

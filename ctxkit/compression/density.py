@@ -39,7 +39,9 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit import validate
 from ctxkit.compression.scorers import Scorer, get_scorer
+from ctxkit.errors import InputError
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = ["DensityResult", "TextDensity", "density", "near_duplicates", "text_densities"]
@@ -162,12 +164,12 @@ def near_duplicates(texts: Sequence[str], threshold: float = 0.8) -> list[int]:
     from ctxkit.deduplication.pipeline import dedup
 
     if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+        raise InputError(f"threshold must be in (0, 1], got {threshold}")
     if not texts:
         return []
     methods = ["exact"] if threshold >= 1.0 else ["exact", "minhash"]
     options = {} if threshold >= 1.0 else {"unit": "word", "ngram": 3}
-    res = dedup(list(texts), methods, threshold={"minhash": threshold}, keep="first",
+    res = dedup(list(texts), method=methods, threshold={"minhash": threshold}, keep="first",
                 punctuation=True, **options)
     return [int(d) for d in res.duplicate_of]
 
@@ -207,15 +209,9 @@ def density(
         >>> rep.duplicate_of, rep.dedup_saved_tokens
         ([-1, 0, -1], 3)
     """
-    if isinstance(text_or_texts, str):
-        texts = [text_or_texts]
-    else:
-        texts = list(text_or_texts)
-        bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
-        if bad:
-            raise TypeError(f"text {bad[0]} is {type(texts[bad[0]]).__name__}, not str")
+    texts = validate.text_or_texts(text_or_texts, "text_or_texts")
     tok = resolve_tokenizer(tokenizer)
-    sc = None if scorer is None else get_scorer(scorer)
+    sc = None if scorer is None else get_scorer(validate.scorer_name(scorer))
     per_text = text_densities(texts, tokenizer=tok, scorer=sc, n=n)
     dup = near_duplicates(texts, threshold) if len(texts) > 1 else [-1] * len(texts)
     tokens = [t.tokens for t in per_text]
@@ -248,7 +244,7 @@ def text_densities(
         [3, 1]
     """
     if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+        raise InputError(f"n must be >= 1, got {n}")
     texts = list(texts)
     tok = resolve_tokenizer(tokenizer)
     ids = tok.encode_batch(texts) if texts else []

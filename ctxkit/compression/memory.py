@@ -6,8 +6,9 @@ content: token counts, self-information, shingles, the scorer's embeddings and p
 are computed once per message and reused. A call to :meth:`ChatMemory.compress` after one new
 message therefore costs that message's features plus the selection, not the whole history, and
 returns exactly what ``compress_chat`` returns on the same history with the same options (with
-a model-backed scorer, on some CPUs the cached and the one-call scores differ in their last
-bits, about 1e-8 seen on an Intel Xeon: a window could differ only at such a near tie):
+a model-backed scorer, batched and one-call forward passes may round differently, so the
+scores can differ in their last bits, about 1e-8: a window could differ only at such a near
+tie):
 
 - the system prompt and the last ``keep_last`` turns are the attention sinks and the rolling
   buffer, always kept verbatim;
@@ -40,10 +41,11 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ctxkit.compression.chat import DEFAULT_SCORER, CompressChatResult, ChatOptions, select
+from ctxkit import validate
+from ctxkit.compression.chat import DEFAULT_SCORER, ChatOptions, CompressChatResult, select
 from ctxkit.compression.chat_features import ChatFeatures
-from ctxkit.compression.prune import check_budget
 from ctxkit.compression.scorers import Scorer, available_scorers
+from ctxkit.errors import InputError
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
 from ctxkit.io.tokenizers import Tokenizer
@@ -64,10 +66,10 @@ class ChatMemory:
                  tokenizer: str | Tokenizer = "cl100k_base",
                  scorer: str | Scorer = DEFAULT_SCORER,
                  **options: Any):
-        check_budget(budget)
+        validate.positive_int(budget, "budget")
         unknown = set(options) - {f.name for f in dataclasses.fields(ChatOptions)}
         if unknown:
-            raise TypeError(f"unknown ChatMemory option(s): {sorted(unknown)}")
+            raise InputError(f"unknown ChatMemory option(s): {sorted(unknown)}")
         self.budget = int(budget)
         self.options = ChatOptions(keep_last=keep_last, **options)
         self.features = ChatFeatures(tokenizer, scorer)
@@ -82,7 +84,7 @@ class ChatMemory:
     def add(self, message: Mapping[str, Any]) -> None:
         """Append one message (OpenAI or ShareGPT format, as the ones before it)."""
         if not isinstance(message, Mapping):
-            raise TypeError(f"message {len(self.messages)} is {type(message).__name__}, "
+            raise InputError(f"message {len(self.messages)} is {type(message).__name__}, "
                             "not an object")
         msg = dict(message)
         _format(self.messages[-1:] + [msg])  # same format as the history, known keys
@@ -94,11 +96,15 @@ class ChatMemory:
         for m in messages:
             self.add(m)
 
-    def compress(self, query: str | None = None, budget: int | None = None) -> CompressChatResult:
+    def compress(self, query: str | None = None, *,
+                 budget: int | None = None) -> CompressChatResult:
         """The window to send now: ``compress_chat(self.messages, budget, ...)``, from cache.
 
         ``budget`` overrides the memory's budget for this call.
         """
+        validate.optional_text(query, "query")
+        if budget is not None:
+            validate.positive_int(budget, "budget")
         out = select(self.messages, self.budget if budget is None else budget, self.options,
                      self.features, query)
         # an edited history leaves features of vanished texts behind: bound the store
@@ -106,7 +112,7 @@ class ChatMemory:
             self.features.retain([_text(m, i) for i, m in enumerate(self.messages)])
         return out
 
-    def kv_cache(self, model: Any, dtype: str = "bfloat16", query: str | None = None,
+    def kv_cache(self, model: Any, *, dtype: str = "bfloat16", query: str | None = None,
                  budget: int | None = None) -> Any:
         """KV-cache memory of the whole conversation and of the window :meth:`compress` returns
         now, for ``model`` (a preset name, ``config.json``, model directory or config dict): a
@@ -121,7 +127,7 @@ class ChatMemory:
             >>> kv.after.bytes == mem.compress().compressed_tokens * 131072 < kv.before.bytes
             True
         """
-        return self.compress(query, budget).kv_cache(model, dtype)
+        return self.compress(query, budget=budget).kv_cache(model, dtype=dtype)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe snapshot: messages, budget and options (scorer and tokenizer by name)."""
@@ -129,24 +135,47 @@ class ChatMemory:
         if scorer is None:
             scorer = getattr(self.features.scorer, "name", None)
             if scorer not in available_scorers():
-                raise ValueError("to_dict needs a scorer given by name (or a registered one); "
+                raise InputError("to_dict needs a scorer given by name (or a registered one); "
                                  f"got {self.features.scorer!r}")
         if tokenizer is None:
-            raise ValueError("to_dict needs a tokenizer given by name")
+            raise InputError("to_dict needs a tokenizer given by name")
         return {"version": _VERSION, "budget": self.budget, "tokenizer": tokenizer,
                 "scorer": scorer, "options": dataclasses.asdict(self.options),
                 "messages": [dict(m) for m in self.messages]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ChatMemory:
-        """Rebuild a memory from :meth:`to_dict` output (features are recomputed lazily)."""
-        if not isinstance(data, Mapping) or data.get("version") != _VERSION:
-            raise ValueError(f"not a ChatMemory snapshot of version {_VERSION}: "
-                             f"{type(data).__name__} with version "
-                             f"{data.get('version') if isinstance(data, Mapping) else None!r}")
-        options = dict(data["options"])
+        """Rebuild a memory from :meth:`to_dict` output (features are recomputed lazily).
+
+        A damaged snapshot (a missing field, a field of the wrong type, a truncated message
+        list) is an :class:`~ctxkit.errors.InputError` naming the field.
+
+        Example:
+            >>> mem = ChatMemory(budget=64, scorer="idf")
+            >>> mem.add({"role": "user", "content": "hi"})
+            >>> len(ChatMemory.from_dict(mem.to_dict()))
+            1
+        """
+        if not isinstance(data, Mapping):
+            raise InputError(f"snapshot must be a mapping from ChatMemory.to_dict, got "
+                             f"{type(data).__name__}")
+        if data.get("version") != _VERSION:
+            raise InputError(f"snapshot field 'version' must be {_VERSION}, got "
+                             f"{data.get('version')!r}")
+        missing = [k for k in ("budget", "tokenizer", "scorer", "options", "messages")
+                   if k not in data]
+        if missing:
+            raise InputError(f"snapshot lacks field(s) {', '.join(map(repr, missing))}")
+        options, messages = data["options"], data["messages"]
+        if not isinstance(options, Mapping):
+            raise InputError(f"snapshot field 'options' must be a mapping, got "
+                             f"{type(options).__name__}")
+        if "keep_last" not in options:
+            raise InputError("snapshot field 'options' lacks 'keep_last'")
+        validate.messages_list(messages, "snapshot field 'messages'")
+        options = dict(options)
         keep_last = options.pop("keep_last")
         mem = cls(data["budget"], keep_last, tokenizer=data["tokenizer"],
                   scorer=data["scorer"], **options)
-        mem.extend(data["messages"])
+        mem.extend(messages)
         return mem

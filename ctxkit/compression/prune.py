@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit import validate
 from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.density import near_duplicates
 from ctxkit.compression.relevance import lexical_relevance
@@ -441,7 +442,14 @@ def compress(
         >>> [u.reason for u in out.dropped]
         ['over budget', 'redundant with unit 0 (similarity 0.57)']
     """
+    validate.positive_int(budget, "budget")
+    validate.optional_text(query, "query")
+    if not isinstance(text_or_chunks, str):
+        validate.texts(text_or_chunks, "text_or_chunks", "chunk")
+    if not isinstance(force_keep, str):
+        validate.texts(force_keep, "force_keep", "string")
     _validate(budget, granularity, reorder, token_drop, query_weight, redundancy)
+    scorer = validate.scorer_name(scorer)
     force = [force_keep] if isinstance(force_keep, str) else [f for f in force_keep if f]
     tok = resolve_tokenizer(tokenizer)
     sc = get_scorer(scorer)

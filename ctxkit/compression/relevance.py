@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ctxkit.embedding.vectors import DEFAULT_DIM, embed  # noqa: F401  (embed re-exported)
+from ctxkit.errors import InputError
 
 __all__ = [
     "EMBEDDING_DIM",
@@ -146,10 +147,10 @@ def hybrid_relevance(units: Sequence[str], query: str, *, embeddings: np.ndarray
         [0, 1]
     """
     if lexical_weight < 0:
-        raise ValueError(f"lexical_weight must be >= 0, got {lexical_weight}")
+        raise InputError(f"lexical_weight must be >= 0, got {lexical_weight}")
     n = len(units)
     if embeddings is not None and len(embeddings) != n:
-        raise ValueError(f"embeddings has {len(embeddings)} rows for {n} units")
+        raise InputError(f"embeddings has {len(embeddings)} rows for {n} units")
     lex = bm25(units, query)
     if n == 0:
         return Relevance(np.zeros(0), lex, np.zeros(0))

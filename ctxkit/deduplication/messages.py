@@ -28,8 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit import validate
 from ctxkit.deduplication.normalize import Normalization
-from ctxkit.deduplication.pipeline import dedup, parse_methods
+from ctxkit.deduplication.pipeline import check_threshold, dedup, parse_methods
+from ctxkit.errors import InputError
 from ctxkit.io.messages import is_courtesy, parse_messages
 
 __all__ = ["DedupMessagesResult", "dedup_messages", "is_acknowledgement"]
@@ -67,9 +69,9 @@ class DedupMessagesResult:
 
 def dedup_messages(
     messages: Sequence[Mapping[str, Any]],
+    *,
     method: str | Sequence[str] = ("exact", "minhash"),
     threshold: float | Mapping[str, float] | None = None,
-    *,
     keep: str = "latest",
     roles: Sequence[str] = ("user", "assistant"),
     acknowledgements: bool = True,
@@ -96,8 +98,9 @@ def dedup_messages(
     """
     keep_rule = {"latest": "last", "last": "last", "first": "first"}.get(keep)
     if keep_rule is None:
-        raise ValueError(f"keep must be 'latest' or 'first', got {keep!r}")
-    removable = [r for r in roles if r not in PROTECTED_ROLES]
+        raise InputError(f"keep must be 'latest' or 'first', got {keep!r}")
+    removable = [r for r in validate.texts(roles, "roles", "role") if r not in PROTECTED_ROLES]
+    check_threshold(threshold, parse_methods(method))
     norm_keys = {"normalization", "nfkc", "case", "whitespace", "punctuation"}
     if not norm_keys & set(options) and set(parse_methods(method)) & {"exact", "minhash"}:
         options["normalization"] = Normalization(punctuation=True)
@@ -116,7 +119,7 @@ def dedup_messages(
             texts.append(_ACK_TOKEN if ack else m.text)
         if len(texts) < 2:
             continue
-        res = dedup(texts, method, threshold, keep=keep_rule, **options)
+        res = dedup(texts, method=method, threshold=threshold, keep=keep_rule, **options)
         for local in res.removed:
             target = int(res.duplicate_of[local])
             i, j = idx[local], idx[target]

@@ -8,8 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit import validate
 from ctxkit.deduplication.options import DEFAULT_THRESHOLD, MinHashOptions
 from ctxkit.deduplication.result import DedupResult, combine_stages
+from ctxkit.errors import InputError, OptionError
 
 __all__ = ["DEFAULT_THRESHOLDS", "METHODS", "check_threshold", "dedup", "parse_methods"]
 
@@ -31,19 +33,22 @@ def _stage(name: str) -> Callable[..., DedupResult]:
         from ctxkit.deduplication.semantic import semantic_dedup
 
         return semantic_dedup
-    raise ValueError(f"unknown dedup method {name!r}; choose from {METHODS}")
+    raise InputError(f"unknown dedup method {name!r}; choose from {METHODS}")
 
 
 def parse_methods(method: str | Sequence[str]) -> list[str]:
     """Stage names from ``"exact,minhash"`` or a sequence, checked (known, none twice)."""
-    names = [m.strip() for m in method.split(",")] if isinstance(method, str) else list(method)
+    if isinstance(method, str):
+        names = [m.strip() for m in method.split(",")]
+    else:
+        names = validate.texts(method, "method", "stage")
     if not names:
-        raise ValueError("method must name at least one of " + ", ".join(METHODS))
+        raise InputError("method must name at least one of " + ", ".join(METHODS))
     for name in names:
         if name not in METHODS:
-            raise ValueError(f"unknown dedup method {name!r}; choose from {METHODS}")
+            raise InputError(f"method: unknown dedup method {name!r}; choose from {METHODS}")
     if len(set(names)) != len(names):
-        raise ValueError(f"method lists a stage twice: {names}")
+        raise InputError(f"method lists a stage twice: {names}")
     return names
 
 
@@ -57,11 +62,11 @@ def check_threshold(threshold: float | Mapping[str, float] | None, names: Sequen
         >>> check_threshold(1.5, ["exact"])
         Traceback (most recent call last):
         ...
-        ValueError: threshold must be a similarity between 0 and 1, got 1.5
-        >>> check_threshold(0.8, ["exact"])
+        ctxkit.errors.InputError: threshold must be a similarity between 0 and 1, got 1.5
+        >>> check_threshold(0.8, ["exact"])  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ValueError: method exact takes no threshold (exact matches identical normalized text)
+        ctxkit.errors.InputError: method exact takes no threshold (exact matches identical ...
     """
     if threshold is None:
         return
@@ -70,13 +75,13 @@ def check_threshold(threshold: float | Mapping[str, float] | None, names: Sequen
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
             where = "threshold" if key is None else f"threshold for {key}"
             zero = " (0 would make everything a duplicate)" if value == 0 else ""
-            raise ValueError(f"{where} must be a similarity between 0 and 1, got {value!r}{zero}")
+            raise InputError(f"{where} must be a similarity between 0 and 1, got {value!r}{zero}")
     unknown = {k for k in given if k is not None} - set(DEFAULT_THRESHOLDS)
     if unknown:
-        raise ValueError(f"threshold names unknown method(s) or ones without a threshold: "
+        raise InputError(f"threshold names unknown method(s) or ones without a threshold: "
                          f"{sorted(unknown)} (thresholds apply to {sorted(DEFAULT_THRESHOLDS)})")
     if not isinstance(threshold, Mapping) and not any(m in DEFAULT_THRESHOLDS for m in names):
-        raise ValueError(f"method {'+'.join(names)} takes no threshold (exact matches "
+        raise InputError(f"method {'+'.join(names)} takes no threshold (exact matches "
                          "identical normalized text)")
 
 
@@ -97,9 +102,9 @@ def _accepted(name: str, fn: Callable[..., DedupResult]) -> set[str]:
 
 def dedup(
     texts: Sequence[str],
+    *,
     method: str | Sequence[str] = "exact",
     threshold: float | Mapping[str, float] | None = None,
-    *,
     keep: str = "first",
     scores: Sequence[float] | None = None,
     **options: Any,
@@ -133,21 +138,17 @@ def dedup(
         >>> texts = ["Hello world", "hello  world", "Hello world!!", "Bye"]
         >>> dedup(texts).keep.tolist()
         [0, 2, 3]
-        >>> r = dedup(texts, ["exact", "minhash"], threshold=0.5)
+        >>> r = dedup(texts, method=["exact", "minhash"], threshold=0.5)
         >>> r.keep.tolist(), r.duplicate_of.tolist(), r.method
         ([0, 3], [-1, 0, 0, -1], ['', 'exact', 'minhash', ''])
     """
-    if isinstance(texts, (str, bytes)) or not hasattr(texts, "__len__"):
-        raise TypeError(f"texts must be a list of str, got {type(texts).__name__}"
-                        + ("; wrap a single text in a list" if isinstance(texts, str) else ""))
+    texts = validate.texts(texts)
+    validate.check_choice(keep, ("first", "last", "longest"), "keep")
     names = parse_methods(method)
     check_threshold(threshold, names)
     n = len(texts)
-    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
-    if bad is not None:
-        raise TypeError(f"texts[{bad}] is {type(texts[bad]).__name__}, not str")
     if scores is not None and len(scores) != n:
-        raise ValueError(f"scores must have one value per text ({n}), got {len(scores)}")
+        raise InputError(f"scores must have one value per text ({n}), got {len(scores)}")
     norm_keys = {"nfkc", "case", "whitespace", "punctuation"} & set(options)
     if norm_keys:
         # Shorthand for the normalization shared by exact and MinHash.
@@ -159,7 +160,8 @@ def dedup(
     accepted = {name: _accepted(name, fn) for name, fn in stages}
     unused = set(options) - set().union(*accepted.values())
     if unused:
-        raise TypeError(f"option(s) {sorted(unused)} not accepted by method(s) {names}")
+        raise OptionError(", ".join(sorted(unused)),
+                          f"option(s) {sorted(unused)} not accepted by method(s) {names}")
     alive = np.arange(n, dtype=np.int64)
     results: list[tuple[np.ndarray, DedupResult]] = []
     score_arr = None if scores is None else np.asarray(scores, dtype=np.float64)

@@ -90,7 +90,7 @@ def dedup_stage(data: DemoData, threshold: float = 0.8,
 
     t0 = time.perf_counter()
     texts = [record_text(r) for r in data.records]
-    res = dedup(texts, ["exact", "minhash"], threshold=threshold)
+    res = dedup(texts, method=["exact", "minhash"], threshold=threshold)
     tokens = np.array([len(t) for t in get_tokenizer(tokenizer).encode_batch(texts)],
                       dtype=np.int64)
     methods = np.array(res.method, dtype=object)
@@ -170,9 +170,9 @@ def chat_stage(chat: DemoChat, ratio: float = 0.25, tokenizer: str = "cl100k_bas
     if not 0.0 < ratio <= 1.0:
         raise ValueError(f"ratio must be in (0, 1], got {ratio}")
     t0 = time.perf_counter()
-    before = count_chat_tokens(chat.messages, tokenizer)
+    before = count_chat_tokens(chat.messages, tokenizer=tokenizer)
     # never below what the verbatim part (system prompt, last two messages) needs
-    verbatim = count_chat_tokens([chat.messages[0], *chat.messages[-2:]], tokenizer)
+    verbatim = count_chat_tokens([chat.messages[0], *chat.messages[-2:]], tokenizer=tokenizer)
     budget = max(int(before * ratio), verbatim)
     out = compress_chat(chat.messages, budget=budget, keep_last=2, tokenizer=tokenizer,
                         scorer=scorer)
@@ -261,7 +261,7 @@ def pack_stage(records: Sequence[dict[str, str]], capacity: int = 2048, seed: in
     if len(records):
         mask = np.concatenate([np.r_[np.zeros(len(p), bool), np.ones(len(o), bool)]
                                for p, o in zip(prompts, outputs)])
-    batch = pack_arrays(tokens, lengths, capacity, strategy="bfd", separator_id=tok.eos_id,
+    batch = pack_arrays(tokens, lengths, capacity=capacity, strategy="bfd", separator_id=tok.eos_id,
                         completion_mask=mask, overflow=overflow, seed=seed)
     with_sep = lengths + (1 if tok.eos_id is not None else 0)
     placed = np.minimum(with_sep, capacity) if overflow == "truncate" else with_sep
@@ -274,12 +274,13 @@ def pack_stage(records: Sequence[dict[str, str]], capacity: int = 2048, seed: in
     rows = [row("padding, 1 per row", int(placed.size), 0.0)]
     # TRL's pack_dataset runs BFD per datasets.map block of 1,000 examples; ctxkit plans globally
     t0 = time.perf_counter()
-    n_block = sum(pack_lengths(with_sep[i:i + 1000], capacity, overflow=overflow).n_bins
+    n_block = sum(pack_lengths(with_sep[i:i + 1000], capacity=capacity, overflow=overflow).n_bins
                   for i in range(0, with_sep.size, 1000))
     rows.append(row("bfd, blocks of 1,000 (TRL)", n_block, time.perf_counter() - t0))
     for strategy in ("greedy", "bfd", "optimal"):
         t0 = time.perf_counter()
-        plan = pack_lengths(with_sep, capacity, strategy=strategy, overflow=overflow, seed=seed)
+        plan = pack_lengths(with_sep, capacity=capacity, strategy=strategy, overflow=overflow,
+                            seed=seed)
         rows.append(StrategyRow(strategy, plan.n_bins, plan.utilization, plan.padding_tokens,
                                 time.perf_counter() - t0))
     rows.sort(key=lambda r: _STRATEGY_ORDER.index(r.method))

@@ -170,8 +170,8 @@ def _pack_block(batch: dict[str, np.ndarray], column: str, mask_column: str | No
             _packed_lengths(lengths, opts) > opts.capacity))])
     first = int(rows.min()) if rows.size else 0
     if not tokens:
-        plan = pack_lengths(_packed_lengths(lengths, opts), opts.capacity, opts.strategy,
-                            opts.overflow, opts.seed)
+        plan = pack_lengths(_packed_lengths(lengths, opts), capacity=opts.capacity,
+                            strategy=opts.strategy, overflow=opts.overflow, seed=opts.seed)
         # a block of n rows holds at most n windows (no split): ids from its first row are unique
         return _plan_table(plan, rows, first + np.arange(plan.n_bins))
     values = batch[column]
@@ -371,8 +371,8 @@ def pack(
         message = message.replace(f"row {row} ", f"row {row} (id {rid}) ", 1)
     if message is not None:
         raise ValueError(message)
-    plan = pack_lengths(planned, opts.capacity, strategy=opts.strategy, overflow=opts.overflow,
-                        seed=opts.seed)
+    plan = pack_lengths(planned, capacity=opts.capacity, strategy=opts.strategy,
+                        overflow=opts.overflow, seed=opts.seed)
     stats = {"windows": plan.n_bins, "lower_bound": plan.lower_bound,
              "utilization": plan.utilization, "tokens": plan.total_tokens,
              "sequences": n - len(plan.empty) - len(plan.dropped), "split": len(plan.split),

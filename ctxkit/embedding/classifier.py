@@ -241,8 +241,8 @@ class PackedClassifier(PackedPasses):
         ['POSITIVE', 'NEGATIVE', 'NEGATIVE']
     """
 
-    def __init__(self, model: Any, device: str = _D.device, dtype: str = _D.dtype,
-                 batch_tokens: int | None = _D.batch_tokens, *,
+    def __init__(self, model: Any, *, device: str = _D.device, dtype: str = _D.dtype,
+                 batch_tokens: int | None = _D.batch_tokens,
                  row_length: int | str = _D.row_length, attention: str = _D.attention,
                  overlap: bool | None = _D.overlap, chunk_size: int = _D.chunk_size,
                  max_length: int | None = None, tokenizer: Any = None,
@@ -285,7 +285,7 @@ class PackedClassifier(PackedPasses):
         return self.classifier.head(first.to(self._head_dtype))
 
     def predict(self, inputs: Sequence[str] | Sequence[tuple[str, str]],
-                batch_tokens: int | None = None, activation: bool = False,
+                *, batch_tokens: int | None = None, activation: bool = False,
                 progress: bool | Callable[[int], Any] = False) -> np.ndarray:
         """Logits ``[len(inputs), num_labels]`` (float32, input order) for texts, or for
         ``(query, document)`` pairs as a ``CrossEncoder`` takes them.

@@ -52,7 +52,7 @@ from ctxkit.embedding.model import (
     varlen_attention,
 )
 from ctxkit.embedding.ops import RowBatch, additive_mask, build_batch, pool_segments, varlen_inputs
-from ctxkit.embedding.options import EmbedOptions, deprecated_alias
+from ctxkit.embedding.options import EmbedOptions
 from ctxkit.packing.plan import pack_lengths
 
 __all__ = ["EncodeStats", "PackedEncoder", "PackedPasses", "Tokenized", "choose_rows",
@@ -61,8 +61,8 @@ __all__ = ["EncodeStats", "PackedEncoder", "PackedPasses", "Tokenized", "choose_
 # Weight of masked-attention FLOPs against linear-layer FLOPs in the row-length cost model:
 # 1.0 counts FLOPs as they are. On chat-length texts it picks rows of 128 (attention 6% of
 # the linear FLOPs instead of 11% at 256, for 2% more padding); on instruction-length texts
-# it keeps rows of max_seq_length. Our CPU measurements could not separate the two (the
-# shared 2-core machine varied up to 2x between rounds of identical work); the benchmark
+# it keeps rows of max_seq_length. The CPU timings of the two lie within their own spread, so
+# the weight stays at the FLOP count; the embedding benchmark (python -m evals.embedding)
 # reports both, see docs/embedding.md ("Row length").
 ATTN_WEIGHT = 1.0
 _D = EmbedOptions()  # the defaults of every keyword below come from here
@@ -333,12 +333,13 @@ class PackedEncoder(PackedPasses):
     ``model``: None (bundled all-MiniLM-L6-v2, offline), a local sentence-transformers
     directory, or a loaded ``SentenceTransformer``. ``device``: "auto" (CUDA if present),
     "cpu", "cuda", ... ``dtype``: "auto" (fp32 on CPU, bf16/fp16 on GPU) or a dtype name.
-    ``batch_tokens``: token slots per forward (default 4096 on CPU, 65536 on GPU; the old
-    name ``max_tokens_per_batch`` still works). ``row_length``: "auto" or a fixed row length.
+    ``batch_tokens``: token slots per forward (default 4096 on CPU, 65536 on GPU).
+    ``row_length``: "auto" or a fixed row length.
     ``attention``: "auto", "block" (SDPA with a block-diagonal mask over rows) or "varlen"
     (padding-free tokens with ``cu_seqlens``: flash-attn on GPU, a reference loop elsewhere).
     ``overlap``: tokenise the next chunk while the current one computes (default: on GPU
-    only; on 2 CPU cores it competes). ``chunk_size``: texts tokenised and packed together.
+    only; on a CPU it competes with the forward for cores). ``chunk_size``: texts tokenised
+    and packed together.
     ``normalize``: the default of :meth:`encode`'s ``normalize``. All of them may come as one
     :class:`~ctxkit.embedding.options.EmbedOptions` (``options``), kept as ``self.options``.
 
@@ -348,25 +349,18 @@ class PackedEncoder(PackedPasses):
         (1, 384)
     """
 
-    def __init__(self, model: Any = _D.model, device: str = _D.device, dtype: str = _D.dtype,
-                 batch_tokens: int | None = _D.batch_tokens, *,
+    def __init__(self, model: Any = _D.model, *, device: str = _D.device, dtype: str = _D.dtype,
+                 batch_tokens: int | None = _D.batch_tokens,
                  row_length: int | str = _D.row_length, attention: str = _D.attention,
                  overlap: bool | None = _D.overlap, chunk_size: int = _D.chunk_size,
-                 normalize: bool | None = _D.normalize, options: EmbedOptions | None = None,
-                 max_tokens_per_batch: int | None = None) -> None:
-        batch_tokens = deprecated_alias("max_tokens_per_batch", "batch_tokens",
-                                        max_tokens_per_batch, batch_tokens)
+                 normalize: bool | None = _D.normalize,
+                 options: EmbedOptions | None = None) -> None:
         opts = EmbedOptions.resolve(
             options, model=model, device=device, dtype=dtype, batch_tokens=batch_tokens,
             row_length=row_length, attention=attention, overlap=overlap, chunk_size=chunk_size,
             normalize=normalize)
         self.backbone: Backbone = load_backbone(opts.model, opts.device, opts.dtype)
         self._configure(self.backbone, opts)
-
-    @property
-    def max_tokens_per_batch(self) -> int:
-        """Deprecated name of :attr:`batch_tokens`."""
-        return self.batch_tokens
 
     @property
     def max_seq_length(self) -> int:  # live: a user may change the model's max_seq_length
@@ -399,7 +393,7 @@ class PackedEncoder(PackedPasses):
             emb = F.normalize(emb, p=2, dim=-1)
         return emb
 
-    def encode(self, texts: Sequence[str], batch_tokens: int | None = None,
+    def encode(self, texts: Sequence[str], *, batch_tokens: int | None = None,
                normalize: bool | None = None, progress: bool | Callable[[int], Any] = False,
                ) -> np.ndarray:
         """Embed ``texts``; returns float32 ``[len(texts), dim]`` in input order.

@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit import validate
+from ctxkit.errors import InputError
 from ctxkit.evaluation.report import plot_report, render_markdown
 
 __all__ = ["EvaluateResult", "evaluate", "SECTIONS"]
@@ -373,17 +375,17 @@ def evaluate(
     """
     from ctxkit.io.tokenizers import resolve_tokenizer
 
+    texts = validate.texts(texts)
     unknown = set(sections) - set(SECTIONS)
     if unknown:
-        raise ValueError(f"unknown section(s) {sorted(unknown)}; choose from {SECTIONS}")
-    if not isinstance(capacity, int) or capacity <= 0:
-        raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
-    texts = list(texts)
+        raise InputError(f"sections: unknown section(s) {sorted(unknown)}; choose from "
+                         f"{SECTIONS}")
+    validate.positive_int(capacity, "capacity")
     if not texts:
-        raise ValueError("evaluate needs at least one text")
+        raise InputError("evaluate needs at least one text")
     content = texts if content is None else list(content)
     if len(content) != len(texts):
-        raise ValueError(f"content needs one entry per text ({len(texts)}), got {len(content)}")
+        raise InputError(f"content needs one entry per text ({len(texts)}), got {len(content)}")
     kv_shape = None
     if kv_model is not None:
         from ctxkit.evaluation.kvcache import kv_cache_bytes, kv_cache_shape
@@ -391,7 +393,7 @@ def evaluate(
         kv_shape = kv_cache_shape(kv_model)
         kv_cache_bytes(kv_shape, 0, kv_dtype)  # a bad dtype fails before the work
         if not isinstance(kv_batch_size, int) or kv_batch_size <= 0:
-            raise ValueError(f"kv_batch_size must be a positive integer, got {kv_batch_size!r}")
+            raise InputError(f"kv_batch_size must be a positive integer, got {kv_batch_size!r}")
     step = progress or (lambda _msg: None)
     tok = resolve_tokenizer(tokenizer)
     report = EvaluateResult(

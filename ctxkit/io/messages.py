@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxkit.errors import InputError
+
 __all__ = [
     "MESSAGE_KEYS",
     "Message",
@@ -128,7 +130,7 @@ def message_text(m: Mapping[str, Any], index: int = 0) -> str:
     if isinstance(content, list):  # OpenAI content parts: keep the text parts
         return "".join(p["text"] for p in content
                        if isinstance(p, Mapping) and isinstance(p.get("text"), str))
-    raise ValueError(f"message {index} content is {type(content).__name__}, not text or parts")
+    raise InputError(f"message {index} content is {type(content).__name__}, not text or parts")
 
 
 def tool_call_ids(m: Mapping[str, Any]) -> list[str]:
@@ -141,12 +143,12 @@ def tool_call_ids(m: Mapping[str, Any]) -> list[str]:
 
 def _format_of(m: Any, index: int) -> str:
     if not isinstance(m, Mapping):
-        raise TypeError(f"message {index} is {type(m).__name__}, not an object")
+        raise InputError(f"message {index} is {type(m).__name__}, not an object")
     if "role" in m:
         return "openai"
     if "from" in m and "value" in m:
         return "sharegpt"
-    raise ValueError(f"message {index} has neither 'role' (OpenAI) nor 'from'/'value' "
+    raise InputError(f"message {index} has neither 'role' (OpenAI) nor 'from'/'value' "
                      f"(ShareGPT) keys: {sorted(map(str, m))}")
 
 
@@ -156,10 +158,10 @@ def message_format(messages: Sequence[Any]) -> str:
     An empty conversation is ``"openai"``.
     """
     if not isinstance(messages, (list, tuple)):
-        raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
+        raise InputError(f"messages must be a list of messages, got {type(messages).__name__}")
     kinds = {_format_of(m, i) for i, m in enumerate(messages)}
     if len(kinds) > 1:
-        raise ValueError("messages mix OpenAI {role, content} and ShareGPT {from, value} turns")
+        raise InputError("messages mix OpenAI {role, content} and ShareGPT {from, value} turns")
     return kinds.pop() if kinds else "openai"
 
 
@@ -203,13 +205,13 @@ def normalize_messages(turns: Any) -> list[dict[str, Any]]:
         [{'role': 'user', 'content': 'hi'}]
     """
     if not isinstance(turns, list):
-        raise ValueError(f"messages must be a list of turns, got {type(turns).__name__}")
+        raise InputError(f"messages must be a list of turns, got {type(turns).__name__}")
     out = []
     for i, turn in enumerate(turns):
         if not isinstance(turn, Mapping):
-            raise ValueError(f"turn {i} is not an object")
+            raise InputError(f"turn {i} is not an object")
         if raw_role(turn) == "" and not any(k in turn for k in ("role", "from", "sender")):
-            raise ValueError(f"turn {i} has no role/from field")
+            raise InputError(f"turn {i} has no role/from field")
         msg = parse_message({"role": raw_role(turn), "content": _content(turn)}, i)
         used = {"role", "from", "sender", _content_key(turn)}
         rest = {k: v for k, v in turn.items() if k not in used}

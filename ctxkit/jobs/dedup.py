@@ -165,7 +165,7 @@ def run_dedup(
                 options["seed"] = seed
             with progress(f"dedup ({', '.join(stages)})", len(stages)) as advance:
                 try:
-                    result = dedup(texts, stages, threshold, keep=keep, **options)
+                    result = dedup(texts, method=stages, threshold=threshold, keep=keep, **options)
                 except (ValueError, TypeError) as exc:
                     raise InputError(str(exc)) from None
                 advance(len(stages))

@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ctxkit import validate
+from ctxkit.errors import InputError
+from ctxkit.packing.plan import lengths_array
+
 __all__ = ["LengthBatches", "length_grouped_batches"]
 
 
@@ -44,6 +48,7 @@ class LengthBatches:
 
 def length_grouped_batches(
     lengths,
+    *,
     batch_tokens: int,
     max_rows: int | None = None,
     seed: int | None = None,
@@ -62,23 +67,15 @@ def length_grouped_batches(
         >>> res.padded_tokens, res.real_tokens
         (221, 208)
     """
-    if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, (int, np.integer)):
-        raise TypeError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
-    if batch_tokens <= 0:
-        raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
-    if max_rows is not None and max_rows <= 0:
-        raise ValueError(f"max_rows must be positive, got {max_rows!r}")
-    arr = np.asarray(lengths)
-    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError("lengths must be a 1-D sequence of integers")
-    arr = arr.astype(np.int64, copy=False)
-    if arr.size and arr.min() < 0:
-        bad = int(np.argmin(arr))
-        raise ValueError(f"input {bad} has negative length {int(arr[bad])}")
+    validate.positive_int(batch_tokens, "batch_tokens")
+    if max_rows is not None:
+        validate.positive_int(max_rows, "max_rows")
+    validate.seed(seed)
+    arr = lengths_array(lengths)
     too_long = np.flatnonzero(arr > batch_tokens)
     if too_long.size:
         i = int(too_long[0])
-        raise ValueError(
+        raise InputError(
             f"input {i} has {int(arr[i])} tokens, more than batch_tokens {batch_tokens}; "
             f"{too_long.size} input(s) are too long (truncate them first)"
         )

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.errors import InternalError
+from ctxkit import validate
+from ctxkit.errors import InputError, InternalError
 from ctxkit.packing.options import LAYOUTS, PackOptions, check_choice
 from ctxkit.packing.plan import PackLengthsResult, pack_lengths
 
@@ -136,7 +137,7 @@ class PackResult:
         rows = np.repeat(self.row_offsets[:-1], self.segment_ids.shape[1])
         return np.where(flat > 0, rows + flat - 1, -1).reshape(self.segment_ids.shape)
 
-    def attention_mask(self, causal: bool = False) -> np.ndarray:
+    def attention_mask(self, *, causal: bool = False) -> np.ndarray:
         """Block-diagonal boolean mask ``[rows, 1, L, L]``: True where query may see key.
 
         A token sees only tokens of its own segment (and, with ``causal``, only earlier ones).
@@ -156,7 +157,7 @@ class PackResult:
         mask |= eye
         return mask[:, None]
 
-    def as_dict(self, attention_mask: bool = False, causal: bool = True) -> dict[str, Any]:
+    def as_dict(self, *, attention_mask: bool = False, causal: bool = True) -> dict[str, Any]:
         """Model inputs as numpy arrays (see :meth:`to_torch` for the keys)."""
         if self.layout == "flat":
             cu = self.cu_seqlens.astype(np.int32)
@@ -180,7 +181,7 @@ class PackResult:
             batch["attention_mask"] = self.attention_mask(causal=causal)
         return batch
 
-    def to_torch(self, attention_mask: bool = False, causal: bool = True) -> dict[str, Any]:
+    def to_torch(self, *, attention_mask: bool = False, causal: bool = True) -> dict[str, Any]:
         """Model inputs as torch tensors.
 
         ``flat``: exactly the keys and dtypes of transformers'
@@ -201,15 +202,28 @@ class PackResult:
         return out
 
 
-def _as_int_arrays(sequences: Sequence[Any], what: str) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate sequences of ints into one int64 array plus per-sequence lengths."""
+def _as_int_arrays(sequences: Any, what: str, name: str,
+                   token_ids: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate sequences of ints into one int64 array plus per-sequence lengths.
+
+    ``name`` is the argument (for errors); with ``token_ids`` a negative value is an error, as
+    no vocabulary has negative ids.
+    """
+    if isinstance(sequences, (str, bytes)) or not validate.is_collection(sequences):
+        raise InputError(f"{name} must be a list of token id lists, got "
+                         f"{type(sequences).__name__}")
     arrays = []
     for i, seq in enumerate(sequences):
+        if isinstance(seq, (str, bytes)) or seq is None:
+            raise InputError(f"{what} {i} must be a 1-D sequence of ints, got "
+                             f"{type(seq).__name__}")
         arr = np.asarray(seq)
         if arr.ndim != 1:
-            raise ValueError(f"{what} {i} must be a 1-D sequence of ints, got shape {arr.shape}")
+            raise InputError(f"{what} {i} must be a 1-D sequence of ints, got shape {arr.shape}")
         if arr.size and not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
-            raise ValueError(f"{what} {i} must hold integers, got dtype {arr.dtype}")
+            raise InputError(f"{what} {i} must hold integers, got dtype {arr.dtype}")
+        if token_ids and arr.size and arr.min() < 0:
+            raise InputError(f"{what} {i} holds the negative token id {int(arr.min())}")
         arrays.append(arr.astype(np.int64, copy=False))
     lengths = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
     flat = np.concatenate(arrays) if arrays else _EMPTY
@@ -220,7 +234,7 @@ def plan_segments(plan: PackLengthsResult) -> tuple[np.ndarray, np.ndarray, np.n
     """Per segment of ``plan``: window, input index, start, stop (int64 arrays), in row order.
 
     Example:
-        >>> [a.tolist() for a in plan_segments(pack_lengths([3, 5, 2], 8))]
+        >>> [a.tolist() for a in plan_segments(pack_lengths([3, 5, 2], capacity=8))]
         [[0, 0, 1], [1, 0, 2], [0, 0, 0], [5, 3, 2]]
     """
     pieces = plan.pieces
@@ -375,6 +389,7 @@ def collate_plan(
 
 def pack(
     sequences: Sequence[Sequence[int]],
+    *,
     capacity: int = _D.capacity,
     strategy: str = _D.strategy,
     separator_id: int | None = _D.separator_id,
@@ -385,7 +400,6 @@ def pack(
     layout: str = _D.layout,
     label_separators: bool = _D.label_separators,
     labels: Sequence[Sequence[int]] | None = None,
-    *,
     options: PackOptions | None = None,
 ) -> PackResult:
     """Pack token sequences into windows of ``capacity`` tokens and collate them.
@@ -416,34 +430,34 @@ def pack(
         options, capacity=capacity, strategy=strategy, separator_id=separator_id,
         overflow=overflow, pad_id=pad_id, seed=seed, layout=layout,
         label_separators=label_separators)
-    flat, lengths = _as_int_arrays(sequences, "sequence")
+    flat, lengths = _as_int_arrays(sequences, "sequence", "sequences", token_ids=True)
     keep = None
     if completion_mask is not None:
-        if len(completion_mask) != len(sequences):
-            raise ValueError(f"completion_mask has {len(completion_mask)} entries "
+        mflat, mlen = _as_int_arrays(completion_mask, "completion_mask", "completion_mask")
+        if len(mlen) != len(sequences):
+            raise InputError(f"completion_mask has {len(completion_mask)} entries "
                              f"for {len(sequences)} sequences")
-        mflat, mlen = _as_int_arrays(completion_mask, "completion_mask")
         bad = np.flatnonzero(mlen != lengths)
         if bad.size:
             i = int(bad[0])
-            raise ValueError(
+            raise InputError(
                 f"completion_mask {i} has {mlen[i]} entries for a sequence of {lengths[i]} tokens")
         keep = mflat
     label_src = None
     if labels is not None:
-        if len(labels) != len(sequences):
-            raise ValueError(f"labels has {len(labels)} entries for {len(sequences)} sequences")
-        label_src, llen = _as_int_arrays(labels, "labels")
+        label_src, llen = _as_int_arrays(labels, "labels", "labels")
+        if len(llen) != len(sequences):
+            raise InputError(f"labels has {len(labels)} entries for {len(sequences)} sequences")
         bad = np.flatnonzero(llen != lengths)
         if bad.size:
             i = int(bad[0])
-            raise ValueError(f"labels {i} has {llen[i]} entries for {lengths[i]} tokens")
+            raise InputError(f"labels {i} has {llen[i]} entries for {lengths[i]} tokens")
     return pack_arrays(flat, lengths, completion_mask=keep, labels=label_src, options=opts)
 
 
 def _required_capacity(capacity: int | None, options: PackOptions | None, who: str) -> None:
     if capacity is None and options is None:
-        raise TypeError(f"{who} needs capacity (or options=PackOptions(capacity=...))")
+        raise InputError(f"{who} needs capacity (or options=PackOptions(capacity=...))")
 
 
 def add_separators(
@@ -479,6 +493,7 @@ def add_separators(
 def pack_arrays(
     tokens: np.ndarray,
     lengths: np.ndarray,
+    *,
     capacity: int | None = None,
     strategy: str = _D.strategy,
     separator_id: int | None = _D.separator_id,
@@ -489,7 +504,6 @@ def pack_arrays(
     seed: int | None = _D.seed,
     layout: str = _D.layout,
     label_separators: bool = _D.label_separators,
-    *,
     options: PackOptions | None = None,
 ) -> PackResult:
     """:func:`pack` on sequences already concatenated: ``tokens`` holds them back to back.
@@ -500,7 +514,7 @@ def pack_arrays(
     carries it.
 
     Example:
-        >>> pack_arrays(np.array([1, 2, 3]), np.array([2, 1]), 4).input_ids.tolist()
+        >>> pack_arrays(np.array([1, 2, 3]), np.array([2, 1]), capacity=4).input_ids.tolist()
         [[1, 2, 3, 0]]
     """
     _required_capacity(capacity, options, "pack_arrays")
@@ -511,18 +525,19 @@ def pack_arrays(
     flat = np.asarray(tokens, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
     if flat.ndim != 1 or lengths.ndim != 1 or int(lengths.sum()) != flat.size:
-        raise ValueError(
+        raise InputError(
             f"tokens must be 1-D with len == sum(lengths) ({flat.size} vs {int(lengths.sum())})")
     keep = None if completion_mask is None else np.asarray(completion_mask) != 0
     label_src = None if labels is None else np.asarray(labels, dtype=np.int64)
     for name, arr in (("completion_mask", keep), ("labels", label_src)):
         if arr is not None and arr.shape != flat.shape:
-            raise ValueError(f"{name} must align with tokens ({arr.shape} vs {flat.shape})")
+            raise InputError(f"{name} must align with tokens ({arr.shape} vs {flat.shape})")
     if opts.separator_id is not None:
         flat, lengths, keep, label_src = add_separators(
             flat, lengths, opts.separator_id, keep, label_src, opts.label_separators)
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if lengths.size else _EMPTY
-    plan = pack_lengths(lengths, opts.capacity, strategy=opts.strategy, overflow=opts.overflow,
+    plan = pack_lengths(lengths, capacity=opts.capacity, strategy=opts.strategy,
+                        overflow=opts.overflow,
                         seed=opts.seed)
     return collate_plan(
         plan, flat, offsets, lengths, label_source=label_src, label_keep=keep,
@@ -554,6 +569,7 @@ class PackedCollator:
 
     def __init__(
         self,
+        *,
         capacity: int | None = None,
         strategy: str = _D.strategy,
         separator_id: int | None = _D.separator_id,
@@ -563,7 +579,6 @@ class PackedCollator:
         attention_mask: bool = True,
         label_separators: bool = _D.label_separators,
         seed: int | None = _D.seed,
-        *,
         options: PackOptions | None = None,
     ):
         _required_capacity(capacity, options, "PackedCollator")
@@ -575,18 +590,23 @@ class PackedCollator:
 
     def pack(self, examples: Sequence[Mapping[str, Any]]) -> PackResult:
         """The :class:`PackResult` of ``examples`` (numpy; use ``__call__`` for tensors)."""
+        if isinstance(examples, (str, bytes)) or not validate.is_collection(examples):
+            raise InputError(f"examples must be a list of mappings, got "
+                             f"{type(examples).__name__}")
         if not examples:
-            raise ValueError("PackedCollator received an empty batch")
+            raise InputError("examples is empty: PackedCollator needs at least one example")
         for i, ex in enumerate(examples):
+            if not isinstance(ex, Mapping):
+                raise InputError(f"example {i} is {type(ex).__name__}, not a mapping")
             if "input_ids" not in ex:
-                raise ValueError(f"example {i} has no 'input_ids'")
+                raise InputError(f"example {i} has no 'input_ids'")
         ids = [_to_list(ex["input_ids"]) for ex in examples]
         has_mask = ["completion_mask" in ex for ex in examples]
         has_labels = ["labels" in ex for ex in examples]
         if any(has_mask) and not all(has_mask):
-            raise ValueError("either every example has 'completion_mask' or none does")
+            raise InputError("either every example has 'completion_mask' or none does")
         if any(has_labels) and not all(has_labels):
-            raise ValueError("either every example has 'labels' or none does")
+            raise InputError("either every example has 'labels' or none does")
         return pack(
             ids,
             completion_mask=[_to_list(ex["completion_mask"]) for ex in examples]

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit.errors import InputError
 from ctxkit.packing.collate import PackResult, pack_arrays
 from ctxkit.packing.options import PackOptions
 
@@ -116,24 +117,24 @@ def _list_column(table, name: str) -> tuple[np.ndarray, np.ndarray]:
 
     col = table.column(name).combine_chunks()
     if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
-        raise ValueError(f"column {name!r} must hold lists of token ids, got {col.type}")
+        raise InputError(f"column {name!r} must hold lists of token ids, got {col.type}")
     if col.null_count:
         row = int(np.flatnonzero(np.asarray(col.is_null()))[0])
-        raise ValueError(f"column {name!r} is null at row {row}")
+        raise InputError(f"column {name!r} is null at row {row}")
     lengths = np.asarray(pc.list_value_length(col), dtype=np.int64)
     values = col.flatten()
     if values.null_count:
-        raise ValueError(f"column {name!r} holds null token ids")
+        raise InputError(f"column {name!r} holds null token ids")
     if not (pa.types.is_integer(values.type) or pa.types.is_boolean(values.type)):
-        raise ValueError(f"column {name!r} must hold integers, got {values.type}")
+        raise InputError(f"column {name!r} must hold integers, got {values.type}")
     return np.asarray(values, dtype=np.int64), lengths
 
 
 def pack_dataset(
     dataset,
+    *,
     capacity: int | None = None,
     strategy: str = _D.strategy,
-    *,
     column: str = "input_ids",
     separator_id: int | None = _D.separator_id,
     overflow: str = _D.overflow,
@@ -165,7 +166,7 @@ def pack_dataset(
     """
     datasets = _import_datasets()
     if capacity is None and options is None:
-        raise TypeError("pack_dataset needs capacity (or options=PackOptions(capacity=...))")
+        raise InputError("pack_dataset needs capacity (or options=PackOptions(capacity=...))")
     opts = PackOptions.resolve(
         options, capacity=capacity, strategy=strategy, separator_id=separator_id,
         overflow=overflow, pad_id=pad_id, seed=seed, label_separators=label_separators,
@@ -173,19 +174,19 @@ def pack_dataset(
     opts = opts.replace(layout=layout or (opts.layout if options is not None else "flat"))
     if isinstance(dataset, datasets.DatasetDict):
         if return_batch:
-            raise ValueError("return_batch works on one Dataset, not a DatasetDict")
+            raise InputError("return_batch works on one Dataset, not a DatasetDict")
         return datasets.DatasetDict({
             split: pack_dataset(ds, column=column, id_column=id_column, options=opts)
             for split, ds in dataset.items()
         })
     if not isinstance(dataset, datasets.Dataset):
-        raise TypeError(f"expected a datasets.Dataset, got {type(dataset).__name__}")
+        raise InputError(f"expected a datasets.Dataset, got {type(dataset).__name__}")
     if column not in dataset.column_names:
-        raise ValueError(f"dataset has no column {column!r} (columns: {dataset.column_names})")
+        raise InputError(f"dataset has no column {column!r} (columns: {dataset.column_names})")
     wanted = [c for c in (column, "completion_mask", "labels", id_column)
               if c is not None and c in dataset.column_names]
     if id_column is not None and id_column not in dataset.column_names:
-        raise ValueError(f"dataset has no id column {id_column!r}")
+        raise InputError(f"dataset has no id column {id_column!r}")
     table = dataset.select_columns(wanted).with_format("arrow")[:]
     tokens, lengths = _list_column(table, column)
     extra = {}
@@ -195,7 +196,7 @@ def pack_dataset(
             bad = np.flatnonzero(lens != lengths)
             if bad.size:
                 i = int(bad[0])
-                raise ValueError(f"row {i}: {name} has {lens[i]} entries for {lengths[i]} tokens")
+                raise InputError(f"row {i}: {name} has {lens[i]} entries for {lengths[i]} tokens")
             extra[name] = values
     batch = pack_arrays(tokens, lengths, completion_mask=extra.get("completion_mask"),
                         labels=extra.get("labels"), options=opts)

@@ -9,8 +9,9 @@ a plain "pack each block of 1,000" (TRL's behaviour) lacks: there every block le
 half-empty windows behind.
 
 Items are identified by their position in the stream; each emitted window lists its
-``(stream index, start, stop)`` token ranges like :meth:`ctxkit.packing.plan.PackLengthsResult.segments`,
-plus the stream elements themselves so a caller can collate them directly.
+``(stream index, start, stop)`` token ranges like
+:meth:`ctxkit.packing.plan.PackLengthsResult.segments`, plus the stream elements themselves so a
+caller can collate them directly.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.errors import OptionError
+from ctxkit import validate
+from ctxkit.errors import InputError, OptionError
+from ctxkit.options import bad_option
 from ctxkit.packing.options import OVERFLOW_POLICIES, PackOptions, check_capacity, check_choice
 from ctxkit.packing.plan import pack_lengths
 
@@ -43,6 +46,9 @@ class StreamWindow:
 def _default_length(item: Any) -> int:
     if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
         return int(item)
+    if not hasattr(item, "__len__"):
+        raise InputError(f"stream item is {type(item).__name__}: give token sequences, lengths, "
+                         "or length= to measure items")
     return len(item)
 
 
@@ -63,13 +69,13 @@ class OnlinePacker:
 
     def __init__(
         self,
+        *,
         capacity: int | None = None,
         buffer_size: int = 1000,
         strategy: str = "bfd",
         overflow: str = "error",
         carry_fraction: float = 0.25,
         length: Callable[[Any], int] | None = None,
-        *,
         options: PackOptions | None = None,
     ):
         """``options``: a :class:`~ctxkit.packing.options.PackOptions` giving ``capacity``,
@@ -77,7 +83,7 @@ class OnlinePacker:
         Its collating fields (separator, padding, layout, seed) belong to :func:`ctxkit.pack`
         and are refused here rather than ignored."""
         if capacity is None and options is None:
-            raise TypeError("OnlinePacker needs capacity (or options=PackOptions(capacity=...))")
+            raise InputError("OnlinePacker needs capacity (or options=PackOptions(capacity=...))")
         opts = PackOptions.resolve(options, capacity=capacity, strategy=strategy,
                                    overflow=overflow)
         collating = {k: v for k, v in opts.to_dict().items()
@@ -89,13 +95,12 @@ class OnlinePacker:
                                      "collating (ctxkit.pack / pack_arrays)")
         capacity, strategy, overflow = opts.capacity, opts.strategy, opts.overflow
         check_capacity(capacity)
-        if not isinstance(buffer_size, (int, np.integer)) or buffer_size <= 0:
-            raise ValueError(f"buffer_size must be a positive integer, got {buffer_size!r}")
-        if strategy not in ("bfd", "ffd", "optimal"):
-            raise ValueError(f"online packing supports bfd, ffd or optimal, not {strategy!r}")
+        validate.positive_int(buffer_size, "buffer_size")
+        check_choice(strategy, ("bfd", "ffd", "optimal"), "strategy")
         check_choice(overflow, OVERFLOW_POLICIES, "overflow")
-        if not 0 <= carry_fraction < 1:
-            raise ValueError("carry_fraction must be in [0, 1)")
+        validate.unit_interval(carry_fraction, "carry_fraction", high_open=True)
+        if length is not None and not callable(length):
+            raise bad_option("length", f" must be a callable or None, got {type(length).__name__}")
         self.capacity, self.buffer_size = int(capacity), int(buffer_size)
         self.strategy, self.overflow, self.carry_fraction = strategy, overflow, carry_fraction
         self.length = length or _default_length
@@ -132,14 +137,14 @@ class OnlinePacker:
         self._seen += 1
         n = self.length(item)
         if n < 0:
-            raise ValueError(f"stream item {i} has negative length {n}")
+            raise InputError(f"stream item {i} has negative length {n}")
         cap = self.capacity
         if n == 0:
             self.empty.append(i)
             return []
         if n > cap:
             if self.overflow == "error":
-                raise ValueError(
+                raise InputError(
                     f"stream item {i} has {n} tokens, more than capacity {cap} "
                     f"(use overflow='split', 'truncate' or 'drop')"
                 )
@@ -179,7 +184,7 @@ class OnlinePacker:
     def _pack(self, final: bool) -> list[StreamWindow]:
         cap = self.capacity
         lens = np.asarray(self._len, np.int64)
-        plan = pack_lengths(lens, cap, self.strategy)
+        plan = pack_lengths(lens, capacity=cap, strategy=self.strategy)
         sizes = plan.bins.sizes()
         fill = np.bincount(np.repeat(np.arange(sizes.size), sizes), weights=lens[plan.bins.flat],
                            minlength=sizes.size).astype(np.int64)
@@ -215,6 +220,7 @@ class OnlinePacker:
 
 def pack_stream(
     iterable: Iterable[Any],
+    *,
     capacity: int | None = None,
     buffer_size: int = 1000,
     strategy: str = "bfd",
@@ -222,7 +228,6 @@ def pack_stream(
     carry_fraction: float = 0.25,
     length: Callable[[Any], int] | None = None,
     packer: OnlinePacker | None = None,
-    *,
     options: PackOptions | None = None,
 ) -> Iterator[StreamWindow]:
     """Yield packed windows from a stream of sequences (or lengths), holding at most about
@@ -238,8 +243,11 @@ def pack_stream(
         >>> windows[1].items
         [[6, 6, 6, 6, 6, 6]]
     """
+    if not hasattr(iterable, "__iter__"):
+        raise InputError(f"iterable must be an iterable of sequences or lengths, got "
+                         f"{type(iterable).__name__}")
     p = packer or OnlinePacker(
-        capacity, buffer_size=buffer_size, strategy=strategy, overflow=overflow,
+        capacity=capacity, buffer_size=buffer_size, strategy=strategy, overflow=overflow,
         carry_fraction=carry_fraction, length=length, options=options,
     )
     yield from p.extend(iterable)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ctxkit.options import OptionSet, bad_option
+from ctxkit.validate import check_choice
 
 __all__ = [
     "LAYOUTS",
@@ -62,18 +63,6 @@ def check_capacity(value: Any, name: str = "capacity") -> int:
         raise bad_option(name, f" {int(value):,} is more than the {MAX_CAPACITY:,} tokens a "
                                "window can hold")
     return int(value)
-
-
-def check_choice(value: Any, choices: tuple[str, ...], name: str) -> str:
-    """``value`` if it is one of ``choices``, else an ``OptionError`` naming ``name``.
-
-    Example:
-        >>> check_choice("ffd", STRATEGIES, "strategy")
-        'ffd'
-    """
-    if not isinstance(value, str) or value not in choices:
-        raise bad_option(name, f" {value!r} is unknown; choose one of {', '.join(choices)}")
-    return value
 
 
 def _check_token_id(value: Any, name: str, optional: bool) -> int | None:

@@ -55,12 +55,14 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from ctxkit.errors import SequenceTooLongError
+from ctxkit import validate
+from ctxkit.errors import InputError, SequenceTooLongError
 from ctxkit.packing.binpack import bfd, ffd, next_fit
 from ctxkit.packing.optimal import optimal_assign
 from ctxkit.packing.options import OVERFLOW_POLICIES, STRATEGIES, check_capacity, check_choice
@@ -232,15 +234,28 @@ def _validate(lengths, capacity: int, strategy: str, overflow: str) -> np.ndarra
     check_choice(strategy, STRATEGIES, "strategy")
     check_choice(overflow, OVERFLOW_POLICIES, "overflow")
     check_capacity(capacity)
+    return lengths_array(lengths)
+
+
+def lengths_array(lengths: Any) -> np.ndarray:
+    """``lengths`` as a 1-D int64 array of non-negative token counts, or an ``InputError``.
+
+    Example:
+        >>> lengths_array((3, 0, 5)).tolist()
+        [3, 0, 5]
+    """
+    if isinstance(lengths, (str, bytes, Mapping)) or lengths is None:
+        raise InputError(f"lengths must be a 1-D sequence of integers, got "
+                         f"{type(lengths).__name__}")
     arr = np.asarray(lengths)
     if arr.ndim != 1:
-        raise ValueError("lengths must be a 1-D sequence of integers")
+        raise InputError("lengths must be a 1-D sequence of integers")
     if arr.size and not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
-        raise ValueError(f"lengths must be integers, got dtype {arr.dtype}")
+        raise InputError(f"lengths must be integers, got dtype {arr.dtype}")
     arr = arr.astype(np.int64, copy=False)
     if arr.size and arr.min() < 0:
         bad = int(np.argmin(arr))
-        raise ValueError(f"input {bad} has negative length {int(arr[bad])}")
+        raise InputError(f"input {bad} has negative length {int(arr[bad])}")
     return arr
 
 
@@ -314,6 +329,7 @@ def _wrapped_pieces(src: np.ndarray, item_len: np.ndarray, capacity: int):
 
 def pack_lengths(
     lengths,
+    *,
     capacity: int = 2048,
     strategy: str = "bfd",
     overflow: str = "error",
@@ -341,6 +357,7 @@ def pack_lengths(
         [[(0, 0, 8)], [(1, 0, 3), (0, 8, 10)]]
     """
     arr = _validate(lengths, capacity, strategy, overflow)
+    validate.seed(seed)
     capacity = int(capacity)
     over = np.flatnonzero(arr > capacity)
     if over.size and overflow == "error" and strategy != "wrapped":
