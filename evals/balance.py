@@ -92,7 +92,7 @@ def load_lengths(quick: bool) -> dict[str, np.ndarray]:
 
 
 def rows_for(name: str, lengths: np.ndarray) -> list[dict]:
-    plan = pack_lengths(lengths, CAPACITY, overflow="truncate", seed=0)
+    plan = pack_lengths(lengths, capacity=CAPACITY, overflow="truncate", seed=0)
     balance(plan, ranks=8)  # warm up imports before timing
     rows = []
     for (model, cost), ranks, per in itertools.product(COSTS.items(), RANKS, PER_STEP):

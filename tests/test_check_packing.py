@@ -75,7 +75,7 @@ def _prompts(batch, seqs):
 
 
 def _flat(seqs, **kw):
-    return pack(seqs, 24, layout="flat", strategy="ffd", **kw)
+    return pack(seqs, capacity=24, layout="flat", strategy="ffd", **kw)
 
 
 def _assert_leak(res, cause):
@@ -94,7 +94,7 @@ def _assert_leak(res, cause):
 
 def test_ctxkit_padded_batch_passes(model, data):
     seqs, masks = data
-    batch = pack(seqs, 24, completion_mask=masks, separator_id=SEP, seed=1)
+    batch = pack(seqs, capacity=24, completion_mask=masks, separator_id=SEP, seed=1)
     assert batch.n_windows < len(seqs)  # several segments share a row
     res = check_packing(model, batch, separator_id=SEP, prompt_lengths=_prompts(batch, seqs))
     assert res.verdict == "ok", res.reason
@@ -200,13 +200,13 @@ def test_a_list_of_batches_and_explicit_segments(llama, data):
 
 def test_a_boolean_mask_with_eager_attention_is_named():
     model = tiny_model("llama", "eager")
-    batch = pack([[5, 6, 7], [8, 9, 10, 11]], 8).to_torch(attention_mask=True)
+    batch = pack([[5, 6, 7], [8, 9, 10, 11]], capacity=8).to_torch(attention_mask=True)
     res = check_packing(model, batch)  # segments from segment_ids; the bool mask goes as it is
     _assert_any(res, "mask_bool_eager")
 
 
 def test_a_4d_mask_that_lets_segments_see_each_other(llama):
-    batch = pack([[5, 6, 7], [8, 9, 10, 11]], 8).to_torch(attention_mask=True)
+    batch = pack([[5, 6, 7], [8, 9, 10, 11]], capacity=8).to_torch(attention_mask=True)
     batch["attention_mask"] = torch.tril(torch.ones(1, 1, 8, 8, dtype=torch.bool))
     _assert_any(check_packing(llama, batch), "mask_4d")
 
@@ -217,14 +217,14 @@ def _assert_any(res, cause):
 
 def test_training_mode_is_restored(llama):
     llama.train()
-    check_packing(llama, pack([[5, 6], [7, 8, 9]], 8))
+    check_packing(llama, pack([[5, 6], [7, 8, 9]], capacity=8))
     assert llama.training
     llama.eval()
 
 
 def test_options_and_bad_input(llama):
     with pytest.raises(OptionError, match="atol"):
-        check_packing(llama, pack([[5, 6]], 4), atol=-1)
+        check_packing(llama, pack([[5, 6]], capacity=4), atol=-1)
     with pytest.raises(OptionError, match="separator_id"):
         CheckPackingOptions(separator_id="eos")
     assert CheckPackingOptions.resolve(CheckPackingOptions(atol=0.5), separator_id=2).atol == 0.5
@@ -235,15 +235,15 @@ def test_options_and_bad_input(llama):
     with pytest.raises(InputError, match="PackResult"):
         check_packing(llama, 42)
     with pytest.raises(InputError, match="prompt_lengths"):
-        check_packing(llama, pack([[5, 6], [7]], 4), prompt_lengths=[1])
+        check_packing(llama, pack([[5, 6], [7]], capacity=4), prompt_lengths=[1])
     with pytest.raises(InputError, match="cu_seq_lens_q"):
         check_packing(llama, {"input_ids": [[5, 6, 7]], "cu_seq_lens_q": [0, 2]})
     with pytest.raises(InputError, match="segments row 0"):
         check_packing(llama, {"input_ids": [[5, 6, 7]]}, segments=[[2, 2]])
     with pytest.raises(InputError, match="model"):
-        check_packing(object(), pack([[5, 6]], 4))
+        check_packing(object(), pack([[5, 6]], capacity=4))
     with pytest.raises(InputError, match="vocabulary"):
-        check_packing(llama, pack([[5, VOCAB]], 4))
+        check_packing(llama, pack([[5, VOCAB]], capacity=4))
 
 
 def test_public_names():
@@ -266,7 +266,7 @@ def test_varlen_attention_on_gpu(data, layout):
     seqs, masks = data
     model = tiny_model("llama", "sdpa").to("cuda")
     model.set_attn_implementation(register_varlen_attention())
-    batch = pack(seqs, 24, completion_mask=masks, layout=layout)
+    batch = pack(seqs, capacity=24, completion_mask=masks, layout=layout)
     res = check_packing(model, batch, prompt_lengths=_prompts(batch, seqs), atol=1e-3)
     assert res.verdict == "ok", res.reason
     assert res.attn_implementation == "ctxkit_varlen"

@@ -110,8 +110,7 @@ class PrefixWindow:
         if query is None:
             query = next((message_text(m, i) for i in range(len(history) - 1, -1, -1)
                           if raw_role(m := history[i]) in _USERS), None)
-        original = count_chat_tokens(history, self.features.tok, opts.per_message,
-                                     opts.reply_priming)
+        original = self._tokens(history)
         if original <= budget:  # everything fits: the whole history is the best window
             self._prefix = None
             return select(history, budget, opts, self.features, query)
@@ -132,9 +131,12 @@ class PrefixWindow:
 
     def _grown_tokens(self, history: Sequence[Mapping[str, Any]], prefix: _Prefix) -> int:
         """Billed tokens of the prefix plus the messages added since it was made."""
-        return count_chat_tokens(prefix.messages + [dict(m) for m in history[prefix.length:]],
-                                 self.features.tok, self.options.per_message,
-                                 self.options.reply_priming)
+        return self._tokens(prefix.messages + [dict(m) for m in history[prefix.length:]])
+
+    def _tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        return count_chat_tokens(messages, tokenizer=self.features.tok,
+                                 per_message=self.options.per_message,
+                                 reply_priming=self.options.reply_priming)
 
     def _compact(self, history: Sequence[Mapping[str, Any]], budget: int,
                  query: str | None) -> _Prefix:
@@ -210,8 +212,7 @@ class PrefixWindow:
                 seen += 1
         messages = body if not recalled else (
             body[:tail_start] + [self._block(history, recalled, fmt)] + body[tail_start:])
-        tokens = count_chat_tokens(messages, self.features.tok, opts.per_message,
-                                   opts.reply_priming)
+        tokens = self._tokens(messages)
         recalled_set = set(recalled)
         ledger = [c for c in prefix.ledger if c.index not in recalled_set]
         for i in recalled:

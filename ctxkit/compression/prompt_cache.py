@@ -101,7 +101,7 @@ class CacheAccountingResult:
         """Token-equivalents billed over the replay at ``cached_price`` (see the module)."""
         return self.uncached_tokens + cached_price * self.cached_tokens
 
-    def to_dict(self, cached_prices: Sequence[float] = CACHED_PRICES,
+    def to_dict(self, *, cached_prices: Sequence[float] = CACHED_PRICES,
                 per_turn: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
             "turns": len(self.turns), "tokens": self.tokens,

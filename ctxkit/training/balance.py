@@ -395,7 +395,7 @@ def balance_lengths(
         ([[[[4, 3]], [[0, 1]]], [[[5]], [[2]]]], [])
     """
     budget = check_capacity(tokens_per_rank, "tokens_per_rank")
-    plan = pack_lengths(lengths, budget, strategy=strategy, overflow=overflow)
+    plan = pack_lengths(lengths, capacity=budget, strategy=strategy, overflow=overflow)
     res = balance(plan, ranks=ranks, windows_per_step=windows_per_step, cost=cost, seed=seed)
     bins = plan.bins
     steps = [[[np.asarray(bins[w]).tolist() for w in rank] for rank in step]

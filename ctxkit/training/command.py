@@ -208,7 +208,7 @@ def check_packing_command(
         if not seqs:
             raise InputError(f"{input_path} holds no records to pack")
         sep = _separator(separator, tokenizer, model)
-        batch = pack(seqs, capacity, separator_id=sep, completion_mask=masks,
+        batch = pack(seqs, capacity=capacity, separator_id=sep, completion_mask=masks,
                      overflow="truncate", layout=layout)
         prompts = None if masks is None else [_leading_zeros(masks[i])
                                               for i in batch.segment_input.tolist()]
