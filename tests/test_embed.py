@@ -8,6 +8,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 import pytest
+
+from ctxkit.errors import OptionError
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -123,9 +125,9 @@ def test_empty_input_and_bad_input(enc):
         PackedEncoder(device="cpu", attention="flex")
     with pytest.raises(ValueError, match="batch_tokens must be a positive integer, got 0"):
         PackedEncoder(device="cpu", batch_tokens=0)
-    with pytest.warns(DeprecationWarning, match="max_tokens_per_batch is deprecated"):
-        assert PackedEncoder(device="cpu", max_tokens_per_batch=512).batch_tokens == 512
-    with pytest.raises(ValueError, match=r"^unknown device 'tpu'; use auto, cpu, cuda"):
+    with pytest.raises(TypeError, match="max_tokens_per_batch"):
+        PackedEncoder(device="cpu", max_tokens_per_batch=512)
+    with pytest.raises(OptionError, match=r"^device 'tpu' is unknown; use auto, cpu, cuda"):
         PackedEncoder(device="tpu")
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match=r"^device 'cuda' needs CUDA, which this machine"):

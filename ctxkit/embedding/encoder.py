@@ -52,7 +52,7 @@ from ctxkit.embedding.model import (
     varlen_attention,
 )
 from ctxkit.embedding.ops import RowBatch, additive_mask, build_batch, pool_segments, varlen_inputs
-from ctxkit.embedding.options import EmbedOptions, deprecated_alias
+from ctxkit.embedding.options import EmbedOptions
 from ctxkit.packing.plan import pack_lengths
 
 __all__ = ["EncodeStats", "PackedEncoder", "PackedPasses", "Tokenized", "choose_rows",
@@ -333,8 +333,8 @@ class PackedEncoder(PackedPasses):
     ``model``: None (bundled all-MiniLM-L6-v2, offline), a local sentence-transformers
     directory, or a loaded ``SentenceTransformer``. ``device``: "auto" (CUDA if present),
     "cpu", "cuda", ... ``dtype``: "auto" (fp32 on CPU, bf16/fp16 on GPU) or a dtype name.
-    ``batch_tokens``: token slots per forward (default 4096 on CPU, 65536 on GPU; the old
-    name ``max_tokens_per_batch`` still works). ``row_length``: "auto" or a fixed row length.
+    ``batch_tokens``: token slots per forward (default 4096 on CPU, 65536 on GPU).
+    ``row_length``: "auto" or a fixed row length.
     ``attention``: "auto", "block" (SDPA with a block-diagonal mask over rows) or "varlen"
     (padding-free tokens with ``cu_seqlens``: flash-attn on GPU, a reference loop elsewhere).
     ``overlap``: tokenise the next chunk while the current one computes (default: on GPU
@@ -348,25 +348,18 @@ class PackedEncoder(PackedPasses):
         (1, 384)
     """
 
-    def __init__(self, model: Any = _D.model, device: str = _D.device, dtype: str = _D.dtype,
-                 batch_tokens: int | None = _D.batch_tokens, *,
+    def __init__(self, model: Any = _D.model, *, options: EmbedOptions | None = None,
+                 device: str = _D.device, dtype: str = _D.dtype,
+                 batch_tokens: int | None = _D.batch_tokens,
                  row_length: int | str = _D.row_length, attention: str = _D.attention,
                  overlap: bool | None = _D.overlap, chunk_size: int = _D.chunk_size,
-                 normalize: bool | None = _D.normalize, options: EmbedOptions | None = None,
-                 max_tokens_per_batch: int | None = None) -> None:
-        batch_tokens = deprecated_alias("max_tokens_per_batch", "batch_tokens",
-                                        max_tokens_per_batch, batch_tokens)
+                 normalize: bool | None = _D.normalize) -> None:
         opts = EmbedOptions.resolve(
             options, model=model, device=device, dtype=dtype, batch_tokens=batch_tokens,
             row_length=row_length, attention=attention, overlap=overlap, chunk_size=chunk_size,
             normalize=normalize)
         self.backbone: Backbone = load_backbone(opts.model, opts.device, opts.dtype)
         self._configure(self.backbone, opts)
-
-    @property
-    def max_tokens_per_batch(self) -> int:
-        """Deprecated name of :attr:`batch_tokens`."""
-        return self.batch_tokens
 
     @property
     def max_seq_length(self) -> int:  # live: a user may change the model's max_seq_length
