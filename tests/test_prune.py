@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from ctxkit.compression.prune import CompressResult, compress, split_units
 from ctxkit.compression.scorers import IdfScorer, atoms
+from ctxkit.errors import OptionError
 from ctxkit.io.tokenizers import get_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -75,8 +76,10 @@ def test_force_keep_and_too_small_budget():
         compress(DOC, budget=3, scorer=SCORER, force_keep="Dr. Ada Byte")
     with pytest.raises(ValueError, match="positive"):
         compress(DOC, budget=0)
-    with pytest.raises(TypeError, match="budget must be an int"):
+    with pytest.raises(OptionError, match="budget must be a positive number of tokens"):
         compress(DOC, budget=2.5)
+    with pytest.raises(OptionError, match="query must be a str"):
+        compress(DOC, budget=5, query=123)
     with pytest.raises(ValueError, match="granularity"):
         compress(DOC, budget=5, granularity="word")
     with pytest.raises(TypeError, match="chunk 1 is bytes"):
