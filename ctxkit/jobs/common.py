@@ -22,6 +22,7 @@ from ctxkit.io.records import TEMPLATES, ReadReport, Record, check_input, read_r
 from ctxkit.packing.options import MAX_CAPACITY  # one limit for every entry point
 
 __all__ = [
+    "DEFAULT_TOKENIZER",
     "MAX_CAPACITY",
     "JobReport",
     "Progress",
@@ -37,6 +38,7 @@ __all__ = [
     "require_records",
 ]
 
+DEFAULT_TOKENIZER = "cl100k_base"  # tiktoken's GPT-4 encoding, shipped offline
 Advance = Callable[..., None]
 T = TypeVar("T")
 
