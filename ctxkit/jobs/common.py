@@ -251,6 +251,8 @@ def load_models(opts: T) -> T:
 def check_suffix(path: Path, allowed: tuple[str, ...], what: str = "output") -> str:
     """``path``'s lower-case suffix if it is one of ``allowed``, else an error naming them."""
     suffix = path.suffix.lower()
+    if path.is_dir():
+        raise InputError(f"{what} {path} is a directory; give a file name")
     if suffix not in allowed:
         names = ", ".join(allowed[:-1]) + f" or {allowed[-1]}" if len(allowed) > 1 \
             else allowed[0]
