@@ -585,3 +585,14 @@ def test_no_progress_silences_transformers_bars():
     with quiet_transformers(True):
         assert not hf_logging.is_progress_bar_enabled()
     assert hf_logging.is_progress_bar_enabled()
+
+
+def test_deeply_nested_record_names_its_line_and_is_skipped(tmp_path, capsys):
+    src = tmp_path / "deep.jsonl"
+    src.write_text(json.dumps({"text": "fine record"}) + "\n"
+                   + '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}\n", encoding="utf-8")
+    out = tmp_path / "o.jsonl"
+    fails(capsys, "pack", src, "-c", "64", "-o", out,
+          match=r"deep\.jsonl:2.*nested too deeply")
+    assert main(["pack", str(src), "-c", "64", "-o", str(out), "--skip-bad"]) == 0
+    assert "deep.jsonl:2" in capsys.readouterr().err
