@@ -121,7 +121,7 @@ def test_embed_device_errors_before_loading(tmp_path, capsys, src, monkeypatch):
 
     monkeypatch.setattr(encoder, "load_backbone", no_model)
     out = tmp_path / "v.npy"
-    fails(capsys, "embed", src, "-o", out, "--device", "tpu", match="unknown device 'tpu'")
+    fails(capsys, "embed", src, "-o", out, "--device", "tpu", match="--device 'tpu' is unknown")
     if not _cuda():
         fails(capsys, "embed", src, "-o", out, "--device", "cuda", match="needs CUDA")
     fails(capsys, "embed", tmp_path / "missing.jsonl", "-o", out, "--device", "cpu",
@@ -133,7 +133,7 @@ def test_embed_device_errors_before_loading(tmp_path, capsys, src, monkeypatch):
     fails(capsys, "embed", tmp_path / "bad.jsonl", "-o", out, "--device", "cpu",
           match=r"bad\.jsonl:1 .*missing field 'text'")
     fails(capsys, "embed", src, "-o", out, "--dtype", "int8", "--device", "cpu",
-          match="unknown dtype")
+          match="--dtype 'int8' is unknown")
     assert not out.exists()
 
 
@@ -148,7 +148,7 @@ def test_classify_errors_before_loading(tmp_path, capsys, src, monkeypatch):
     model.mkdir()
     base = ["classify", src, "--model", model, "-o", out, "--device", "cpu", "--no-progress"]
     fails(capsys, *base[:4], "-o", tmp_path / "labels.npy", match=r"output must end in .jsonl")
-    fails(capsys, *base, "--device", "tpu", match="unknown device 'tpu'")
+    fails(capsys, *base, "--device", "tpu", match="--device 'tpu' is unknown")
     fails(capsys, *base, "--query", "q", "--query-field", "q", match="--query or --query-field")
     fails(capsys, "classify", src, "--model", tmp_path / "nomodel", "-o", out,
           match="model directory not found")
@@ -517,3 +517,84 @@ def test_compress_query_field_not_text_names_the_record(tmp_path, capsys):
     fails(capsys, "compress", src, "--budget", "3", "--scorer", "idf", "--query-field", "q",
           "-o", out, match=r"in\.jsonl:2 \(id 1\): query field 'q' is int, not text")
     assert not out.exists()
+
+
+# ----- the last bad inputs: each refused with one line naming the option, before any work
+
+
+def test_unknown_granularity_is_refused_before_work(tmp_path, capsys, src, monkeypatch):
+    import ctxkit.jobs.compress as job
+
+    monkeypatch.setattr(job, "is_records_path", lambda p: pytest.fail("work started"))
+    fails(capsys, "compress", src, "-b", "10", "-o", tmp_path / "o.jsonl", "--granularity",
+          "nope", match=r"^error: --granularity 'nope' is unknown; choose one of")
+
+
+@pytest.mark.parametrize("command", ["pack", "dedup", "eval", "demo"])
+def test_negative_seed_in_ctxkit_words(tmp_path, capsys, src, command):
+    args = {"pack": ["pack", src, "-c", "64", "-o", tmp_path / "o.jsonl"],
+            "dedup": ["dedup", src, "-o", tmp_path / "o.jsonl"],
+            "eval": ["eval", src, "-o", tmp_path / "r"],
+            "demo": ["demo", "--n", "10"]}[command]
+    fails(capsys, *args, "--seed", "-1", match=r"^error: --seed must be .*(>= 0|non-negative)")
+
+
+@pytest.mark.parametrize("command", ["pack", "compress"])
+def test_missing_hf_tokenizer_in_ctxkit_words(tmp_path, capsys, src, command):
+    extra = ["-c", "64"] if command == "pack" else ["-b", "10"]
+    err = fails(capsys, command, src, *extra, "-o", tmp_path / "o.jsonl", "-t",
+                "hf:/nonexistent", match=r"^error: cannot load --tokenizer 'hf:/nonexistent'")
+    assert "huggingface" not in err.lower() or "local hugging face" in err.lower()
+    assert "Repo id" not in err
+
+
+def test_threshold_for_a_method_not_run_is_refused(tmp_path, capsys, src):
+    fails(capsys, "dedup", src, "-o", tmp_path / "o.jsonl", "--threshold", "semantic=0.9",
+          match=r"^error: --threshold names semantic, which --method exact,minhash does not")
+
+
+def test_query_field_missing_from_a_record_is_refused(tmp_path, capsys, src):
+    fails(capsys, "compress", src, "-b", "10", "-o", tmp_path / "o.jsonl", "--query-field",
+          "nope", "--scorer", "idf", match=r"in\.jsonl:1.*query field 'nope' is missing")
+
+
+def test_empty_ray_address_is_refused(tmp_path, capsys, src):
+    fails(capsys, "pack", src, "-c", "64", "-o", tmp_path / "o.jsonl", "--ray", "",
+          match=r"^error: --ray needs an address")
+
+
+@pytest.mark.parametrize("command", ["pack", "dedup", "compress", "chat", "embed"])
+def test_output_that_is_a_directory(tmp_path, capsys, src, command):
+    out = tmp_path / "outdir"
+    out.mkdir()
+    extra = {"pack": ["-c", "64"], "compress": ["-b", "10"], "chat": ["-b", "100"]}
+    fails(capsys, command, src, *extra.get(command, []), "-o", out,
+          match=r"^error: output .*outdir is a directory")
+
+
+def test_separator_outside_the_vocabulary(tmp_path, capsys, src):
+    fails(capsys, "pack", src, "-c", "64", "-o", tmp_path / "o.jsonl", "--separator",
+          "1000000000", match=r"^error: --separator must be .* token id of tokenizer "
+                              r"cl100k_base \(0\.\.100,\d+\)")
+
+
+def test_no_progress_silences_transformers_bars():
+    from transformers.utils import logging as hf_logging
+
+    from ctxkit.cli.app import quiet_transformers
+
+    assert hf_logging.is_progress_bar_enabled()
+    with quiet_transformers(True):
+        assert not hf_logging.is_progress_bar_enabled()
+    assert hf_logging.is_progress_bar_enabled()
+
+
+def test_deeply_nested_record_names_its_line_and_is_skipped(tmp_path, capsys):
+    src = tmp_path / "deep.jsonl"
+    src.write_text(json.dumps({"text": "fine record"}) + "\n"
+                   + '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}\n", encoding="utf-8")
+    out = tmp_path / "o.jsonl"
+    fails(capsys, "pack", src, "-c", "64", "-o", out,
+          match=r"deep\.jsonl:2.*nested too deeply")
+    assert main(["pack", str(src), "-c", "64", "-o", str(out), "--skip-bad"]) == 0
+    assert "deep.jsonl:2" in capsys.readouterr().err

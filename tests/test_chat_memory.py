@@ -126,7 +126,7 @@ def test_bad_input_is_a_clear_error():
     with pytest.raises(ValueError, match="message 1 content is int"):
         mem.add({"role": "user", "content": 3})
     assert len(mem) == 1
-    with pytest.raises(InputError, match="unknown ChatMemory option"):
+    with pytest.raises(TypeError, match="keep_lats"):
         ChatMemory(budget=10, keep_lats=2)
     with pytest.raises(ValueError, match="word_keep"):
         ChatMemory(budget=10, word_keep=1.5)
@@ -134,6 +134,12 @@ def test_bad_input_is_a_clear_error():
         ChatMemory(budget=0)
     with pytest.raises(ValueError, match="snapshot"):
         ChatMemory.from_dict({"messages": []})
+    snapshot = ChatMemory(budget=10, scorer="idf").to_dict()
+    for damaged in ({**snapshot, "options": None}, {k: v for k, v in snapshot.items()
+                                                      if k != "budget"},
+                    {**snapshot, "options": {"keep_lats": 1}}, {**snapshot, "messages": 3}):
+        with pytest.raises(InputError, match="snapshot"):
+            ChatMemory.from_dict(damaged)
     with pytest.raises(ValueError, match="too small"):
         mem.extend([{"role": "assistant", "content": "hello " * 80},
                      {"role": "user", "content": "and now? " * 20}])

@@ -36,10 +36,10 @@ def test_compress_text_file(tmp_path, capsys):
 def test_compress_records_and_errors(tmp_path, capsys):
     src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     src.write_text(json.dumps({"text": TEXT, "q": "Who is the lead engineer?"}) + "\n"
-                   + json.dumps({"text": "short"}) + "\n")
+                   + json.dumps({"text": "short", "q": "?"}) + "\n")
     assert main(["compress", str(src), "-b", "25", "--query-field", "q", "-o", str(dst)]) == 0
     rows = [json.loads(line) for line in dst.read_text().splitlines()]
-    assert [sorted(r) for r in rows] == [["q", "text"], ["text"]]  # fields kept, none added
+    assert [sorted(r) for r in rows] == [["q", "text"], ["q", "text"]]  # fields kept, none added
     assert "Ada Byte" in rows[0]["text"] and rows[1]["text"] == "short"
     assert all(TOK.count(r["text"]) <= 25 for r in rows)
 

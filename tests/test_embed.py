@@ -23,6 +23,7 @@ from ctxkit.embedding.ops import (
     varlen_attention_reference,
     varlen_inputs,
 )
+from ctxkit.errors import OptionError
 from ctxkit.packing.plan import pack_lengths
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
@@ -125,7 +126,7 @@ def test_empty_input_and_bad_input(enc):
         PackedEncoder(device="cpu", batch_tokens=0)
     with pytest.raises(TypeError, match="max_tokens_per_batch"):
         PackedEncoder(device="cpu", max_tokens_per_batch=512)
-    with pytest.raises(ValueError, match=r"^unknown device 'tpu'; use auto, cpu, cuda"):
+    with pytest.raises(OptionError, match=r"^device 'tpu' is unknown; use auto, cpu, cuda"):
         PackedEncoder(device="tpu")
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match=r"^device 'cuda' needs CUDA, which this machine"):
@@ -346,7 +347,7 @@ def test_embed_options_one_source(enc):
     np.testing.assert_array_equal(got, PackedEncoder(device="cpu", batch_tokens=700,
                                                      chunk_size=3).encode(texts, normalize=False))
     assert not np.allclose(np.linalg.norm(got, axis=1), 1.0)  # options.normalize applied
-    for bad, message in [(dict(dtype="float8"), "unknown dtype 'float8'"),
+    for bad, message in [(dict(dtype="float8"), "dtype 'float8' is unknown"),
                          (dict(chunk_size=0), "chunk_size must be a positive integer"),
                          (dict(batch_tokens=10**12), "batch_tokens must be at most"),
                          (dict(row_length="long"), "row_length must be a positive integer"),

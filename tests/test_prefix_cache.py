@@ -6,8 +6,9 @@ import random
 
 import pytest
 
-from ctxkit.compression.chat import ChatOptions, select
+from ctxkit.compression.chat import select
 from ctxkit.compression.chat_features import ChatFeatures
+from ctxkit.compression.options import ChatOptions
 from ctxkit.compression.prefix_cache import RECALL_HEADER, PrefixWindow
 from ctxkit.compression.prompt_cache import CacheMeter
 from ctxkit.errors import OptionError

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from ctxkit.compression.prune import CompressResult, compress, split_units
 from ctxkit.compression.scorers import IdfScorer, atoms
-from ctxkit.errors import InputError
+from ctxkit.errors import InputError, OptionError
 from ctxkit.io.tokenizers import get_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -76,8 +76,10 @@ def test_force_keep_and_too_small_budget():
         compress(DOC, budget=3, scorer=SCORER, force_keep="Dr. Ada Byte")
     with pytest.raises(ValueError, match="positive"):
         compress(DOC, budget=0)
-    with pytest.raises(InputError, match="budget must be a positive integer"):
+    with pytest.raises(OptionError, match="budget must be a positive integer"):
         compress(DOC, budget=2.5)
+    with pytest.raises(OptionError, match="query must be a str"):
+        compress(DOC, budget=5, query=123)
     with pytest.raises(ValueError, match="granularity"):
         compress(DOC, budget=5, granularity="word")
     with pytest.raises(InputError, match="chunk 1 of text_or_chunks is bytes"):

@@ -57,7 +57,8 @@ import numpy as np
 from ctxkit import validate
 from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.chat_features import ChatFeatures, billed_tokens
-from ctxkit.compression.prune import check_budget, compress
+from ctxkit.compression.options import DEFAULT_SCORER, ChatOptions, check_budget
+from ctxkit.compression.prune import compress
 from ctxkit.compression.relevance import spread_to_neighbors
 from ctxkit.compression.scorers import Scorer
 from ctxkit.io.messages import is_courtesy
@@ -163,57 +164,16 @@ def _is_call(m: Mapping[str, Any]) -> bool:
 
 
 
-# ---------------------------------------------------------------------------------------------
-# options
-
-DEFAULT_SCORER = "embedding"  # compress_chat's and ChatMemory's: MiniLM + BM25, hybrid
-
-
-@dataclass(frozen=True)
-class ChatOptions:
-    """How ``compress_chat`` (and ``ChatMemory``) choose what to keep; validated once.
-
-    See :func:`compress_chat` for what each option does.
-    """
-
-    keep_last: int = 2
-    keep_system: bool = True
-    per_message: int = 3
-    reply_priming: int = 3
-    shorten: bool = True
-    min_shortened: int = 24
-    dedup_threshold: float = 0.8
-    query_weight: float = 0.95
-    neighbors: float = 0.3
-    whole_share: float = 0.25
-    word_keep: float = 0.5
-    alternate: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("keep_last", "per_message", "reply_priming", "min_shortened"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-        for name, lo, hi in (("query_weight", 0.0, 1.0), ("neighbors", 0.0, 1.0),
-                             ("whole_share", 0.0, 1.0), ("word_keep", 0.0, 1.0)):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not lo <= value <= hi:
-                raise ValueError(f"{name} must be in [{lo}, {hi}], got {value!r}")
-        if self.word_keep == 0.0:
-            raise ValueError("word_keep must be > 0 (use shorten=False to never shorten)")
-        if not 0.0 < self.dedup_threshold <= 1.0:
-            raise ValueError(f"dedup_threshold must be in (0, 1], got {self.dedup_threshold}")
-
-
 def compress_chat(
     messages: Sequence[Mapping[str, Any]],
     budget: int,
+    *,
+    query: str | None = None,
+    options: ChatOptions | None = None,
     keep_last: int = 2,
     keep_system: bool = True,
-    query: str | None = None,
     tokenizer: str | Tokenizer = "cl100k_base",
     scorer: str | Scorer = DEFAULT_SCORER,
-    *,
     per_message: int = 3,
     reply_priming: int = 3,
     shorten: bool = True,
@@ -237,15 +197,19 @@ def compress_chat(
     user/assistant turns alternating (two user turns in a row break many chat templates) by
     dropping the weaker of two same-side turns that a removal made adjacent, and never start
     with an assistant turn. A tool result whose call is not kept is never kept.
+    ``options``: a :class:`~ctxkit.compression.options.ChatOptions`; keywords that differ from
+    their defaults apply on top of it.
     """
     validate.positive_int(budget, "budget")
     validate.optional_text(query, "query")
     validate.messages_list(messages)
-    scorer = validate.scorer_name(scorer)
-    opts = ChatOptions(keep_last, keep_system, per_message, reply_priming, shorten,
-                       min_shortened, dedup_threshold, query_weight, neighbors, whole_share,
-                       word_keep, alternate)
-    return select(messages, budget, opts, ChatFeatures(tokenizer, scorer), query)
+    opts = ChatOptions.resolve(
+        options, keep_last=keep_last, keep_system=keep_system, tokenizer=tokenizer,
+        scorer=scorer, per_message=per_message, reply_priming=reply_priming, shorten=shorten,
+        min_shortened=min_shortened, dedup_threshold=dedup_threshold, query_weight=query_weight,
+        neighbors=neighbors, whole_share=whole_share, word_keep=word_keep, alternate=alternate)
+    validate.scorer_name(opts.scorer)
+    return select(messages, budget, opts, ChatFeatures(opts.tokenizer, opts.scorer), query)
 
 
 def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions,

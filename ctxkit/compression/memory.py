@@ -5,10 +5,9 @@ the whole conversation and, beside it, a feature store (:class:`ChatFeatures`) k
 content: token counts, self-information, shingles, the scorer's embeddings and pruned renderings
 are computed once per message and reused. A call to :meth:`ChatMemory.compress` after one new
 message therefore costs that message's features plus the selection, not the whole history, and
-returns exactly what ``compress_chat`` returns on the same history with the same options (with
-a model-backed scorer, batched and one-call forward passes may round differently, so the
-scores can differ in their last bits, about 1e-8: a window could differ only at such a near
-tie):
+returns what ``compress_chat`` returns on the same history with the same options (with a
+model-backed scorer, embeddings computed in different batches can differ in their last bits,
+so a window can differ only at a near tie of scores):
 
 - the system prompt and the last ``keep_last`` turns are the attention sinks and the rolling
   buffer, always kept verbatim;
@@ -37,13 +36,13 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ctxkit import validate
-from ctxkit.compression.chat import DEFAULT_SCORER, ChatOptions, CompressChatResult, select
+from ctxkit.compression.chat import CompressChatResult, select
 from ctxkit.compression.chat_features import ChatFeatures
+from ctxkit.compression.options import DEFAULT_SCORER, ChatOptions, check_budget
 from ctxkit.compression.scorers import Scorer, available_scorers
 from ctxkit.errors import InputError
 from ctxkit.io.messages import message_format as _format
@@ -58,20 +57,27 @@ _VERSION = 1
 class ChatMemory:
     """A conversation plus the per-message features that make compressing it cheap per turn.
 
-    ``budget`` and ``keep_last`` as in ``compress_chat``; ``options`` are ``compress_chat``'s
-    other keyword options (``keep_system``, ``tokenizer``, ``scorer``, ``alternate``, ...).
+    ``budget``, ``options`` and the keywords as in :func:`~ctxkit.compression.chat.compress_chat`
+    (a :class:`~ctxkit.compression.options.ChatOptions`, with keywords that differ from their
+    defaults applied on top).
     """
 
-    def __init__(self, budget: int = 4096, keep_last: int = 2, *,
+    def __init__(self, budget: int = 4096, *, options: ChatOptions | None = None,
+                 keep_last: int = 2, keep_system: bool = True,
                  tokenizer: str | Tokenizer = "cl100k_base",
-                 scorer: str | Scorer = DEFAULT_SCORER,
-                 **options: Any):
-        validate.positive_int(budget, "budget")
-        unknown = set(options) - {f.name for f in dataclasses.fields(ChatOptions)}
-        if unknown:
-            raise InputError(f"unknown ChatMemory option(s): {sorted(unknown)}")
-        self.budget = int(budget)
-        self.options = ChatOptions(keep_last=keep_last, **options)
+                 scorer: str | Scorer = DEFAULT_SCORER, per_message: int = 3,
+                 reply_priming: int = 3, shorten: bool = True, min_shortened: int = 24,
+                 dedup_threshold: float = 0.8, query_weight: float = 0.95,
+                 neighbors: float = 0.3, whole_share: float = 0.25, word_keep: float = 0.5,
+                 alternate: bool = False):
+        self.budget = check_budget(budget)
+        self.options = ChatOptions.resolve(
+            options, keep_last=keep_last, keep_system=keep_system, tokenizer=tokenizer,
+            scorer=scorer, per_message=per_message, reply_priming=reply_priming,
+            shorten=shorten, min_shortened=min_shortened, dedup_threshold=dedup_threshold,
+            query_weight=query_weight, neighbors=neighbors, whole_share=whole_share,
+            word_keep=word_keep, alternate=alternate)
+        tokenizer, scorer = self.options.tokenizer, self.options.scorer
         self.features = ChatFeatures(tokenizer, scorer)
         self.messages: list[dict[str, Any]] = []
         self._names = (
@@ -140,7 +146,8 @@ class ChatMemory:
         if tokenizer is None:
             raise InputError("to_dict needs a tokenizer given by name")
         return {"version": _VERSION, "budget": self.budget, "tokenizer": tokenizer,
-                "scorer": scorer, "options": dataclasses.asdict(self.options),
+                "scorer": scorer, "options": {k: v for k, v in self.options.to_dict().items()
+                                              if k not in ("tokenizer", "scorer")},
                 "messages": [dict(m) for m in self.messages]}
 
     @classmethod
@@ -173,9 +180,10 @@ class ChatMemory:
         if "keep_last" not in options:
             raise InputError("snapshot field 'options' lacks 'keep_last'")
         validate.messages_list(messages, "snapshot field 'messages'")
-        options = dict(options)
-        keep_last = options.pop("keep_last")
-        mem = cls(data["budget"], keep_last, tokenizer=data["tokenizer"],
-                  scorer=data["scorer"], **options)
+        try:
+            opts = ChatOptions(tokenizer=data["tokenizer"], scorer=data["scorer"], **options)
+        except TypeError as exc:  # an unknown option name
+            raise InputError(f"snapshot field 'options': {exc}") from None
+        mem = cls(data["budget"], options=opts)
         mem.extend(messages)
         return mem

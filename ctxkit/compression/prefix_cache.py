@@ -21,8 +21,9 @@ history message present in the window, whole, shortened or recalled; the ledger 
 compaction's drops and shortenings, and a ``recalled`` entry for each recalled message.
 
 Example:
-    >>> from ctxkit.compression.chat import ChatOptions
+    >>> from ctxkit.compression.options import ChatOptions
     >>> from ctxkit.compression.chat_features import ChatFeatures
+from ctxkit.compression.options import ChatOptions
     >>> chat = [{"role": "user" if i % 2 == 0 else "assistant",
     ...          "content": f"Note {i}: crate {i} holds {10 * i} bolts."} for i in range(40)]
     >>> window = PrefixWindow(ChatOptions(keep_last=2), ChatFeatures(scorer="idf"))
@@ -43,7 +44,6 @@ from typing import Any
 import numpy as np
 
 from ctxkit.compression.chat import (
-    ChatOptions,
     CompressChatResult,
     MessageChange,
     _scores,
@@ -51,6 +51,7 @@ from ctxkit.compression.chat import (
     select,
 )
 from ctxkit.compression.chat_features import ChatFeatures
+from ctxkit.compression.options import ChatOptions
 from ctxkit.io.messages import message_format, message_text, raw_role
 from ctxkit.options import bad_option
 

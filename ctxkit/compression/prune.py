@@ -52,6 +52,7 @@ import numpy as np
 from ctxkit import validate
 from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.density import near_duplicates
+from ctxkit.compression.options import GRANULARITIES, CompressOptions, check_budget
 from ctxkit.compression.relevance import lexical_relevance
 from ctxkit.compression.scorers import Scorer, atoms, get_scorer, is_protected, tfidf_similarity
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
@@ -66,7 +67,6 @@ __all__ = [
     "unit_scores",
 ]
 
-GRANULARITIES = ("coarse-to-fine", "sentence", "token", "chunk")
 # coarse-to-fine: how much a sentence's own relevance adds to its chunk's (both in [0, 1])
 SENTENCE_WEIGHT = 0.25
 FILLER = frozenset(
@@ -217,28 +217,6 @@ def _render_atoms(text: str, spans: Sequence[tuple[int, int, str]], keep: np.nda
 
 # ---------------------------------------------------------------------------------------------
 # compression
-
-
-def check_budget(budget: Any) -> None:
-    """A budget is a positive int (numpy ints too); anything else is a clear error."""
-    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)):
-        raise TypeError(f"budget must be an int, got {type(budget).__name__}")
-    if budget <= 0:
-        raise ValueError(f"budget must be a positive number of tokens, got {budget}")
-
-
-def _validate(budget: Any, granularity: str, reorder: str, token_drop: float,
-              query_weight: float, redundancy: float) -> None:
-    check_budget(budget)
-    if granularity not in GRANULARITIES:
-        raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
-    if reorder not in ("original", "sort"):
-        raise ValueError(f"reorder must be 'original' or 'sort', got {reorder!r}")
-    for name, value in (("token_drop", token_drop), ("query_weight", query_weight),
-                        ("redundancy", redundancy)):
-        if not 0.0 <= value <= 1.0 or (name == "token_drop" and value >= 1.0):
-            raise ValueError(f"{name} must be in [0, 1{')' if name == 'token_drop' else ']'}, "
-                             f"got {value}")
 
 
 def _inputs(text_or_chunks: str | Sequence[str], granularity: str
@@ -408,13 +386,14 @@ def _droppable(text: str, spans: Sequence[tuple[int, int, str]], protect: set[st
 def compress(
     text_or_chunks: str | Sequence[str],
     budget: int,
+    *,
     query: str | None = None,
+    options: CompressOptions | None = None,
     tokenizer: str | Tokenizer = "cl100k_base",
     scorer: str | Scorer = "embedding",
     granularity: str = "coarse-to-fine",
     force_keep: str | Sequence[str] = (),
     reorder: str = "original",
-    *,
     token_drop: float = 0.0,
     dedup_threshold: float = 0.8,
     redundancy: float = 0.5,
@@ -431,7 +410,10 @@ def compress(
     :class:`~ctxkit.compression.scorers.Scorer`. ``reorder="sort"`` emits kept units by score,
     most useful first (LongLLMLingua), instead of in their original order.
 
-    Raises ``ValueError`` for a budget under 1 or one too small for the ``force_keep`` parts.
+    ``options``: a :class:`~ctxkit.compression.options.CompressOptions`; keywords that differ
+    from their defaults apply on top of it. Raises :class:`~ctxkit.errors.OptionError` for a
+    budget under 1 or a bad option, and ``ValueError`` for a budget too small for the
+    ``force_keep`` parts.
 
     Example:
         >>> chunks = ["Paris is the capital of France.", "Bananas are yellow.",
@@ -446,11 +428,15 @@ def compress(
     validate.optional_text(query, "query")
     if not isinstance(text_or_chunks, str):
         validate.texts(text_or_chunks, "text_or_chunks", "chunk")
-    if not isinstance(force_keep, str):
-        validate.texts(force_keep, "force_keep", "string")
-    _validate(budget, granularity, reorder, token_drop, query_weight, redundancy)
-    scorer = validate.scorer_name(scorer)
-    force = [force_keep] if isinstance(force_keep, str) else [f for f in force_keep if f]
+    opts = CompressOptions.resolve(
+        options, tokenizer=tokenizer, scorer=scorer, granularity=granularity,
+        force_keep=force_keep, reorder=reorder, token_drop=token_drop,
+        dedup_threshold=dedup_threshold, redundancy=redundancy, query_weight=query_weight)
+    tokenizer, granularity, reorder = opts.tokenizer, opts.granularity, opts.reorder
+    scorer = validate.scorer_name(opts.scorer)
+    token_drop, dedup_threshold = opts.token_drop, opts.dedup_threshold
+    redundancy, query_weight = opts.redundancy, opts.query_weight
+    force = list(opts.force_keep)
     tok = resolve_tokenizer(tokenizer)
     sc = get_scorer(scorer)
     pairs, owner = _inputs(text_or_chunks, granularity)

@@ -24,7 +24,7 @@ from ctxkit.distributed.blocks import set_shuffle
 from ctxkit.distributed.cluster import cluster_cpus, cluster_gpus, require_ray
 from ctxkit.distributed.errors import WorkerInputError, raise_worker_errors
 from ctxkit.distributed.rows import ROW, index_rows
-from ctxkit.embedding.options import EmbedOptions, deprecated_alias
+from ctxkit.embedding.options import EmbedOptions
 
 __all__ = ["embed"]
 
@@ -93,7 +93,6 @@ def embed(
     options: EmbedOptions | None = None,
     encoder: Callable[..., Any] | None = None,
     encoder_kwargs: dict[str, Any] | None = None,
-    batch_size: int | None = None,
     num_workers: int | None = None,
     num_gpus: int | None = None,
     cpus_per_worker: int = 1,
@@ -105,10 +104,9 @@ def embed(
     The options are :class:`~ctxkit.embedding.options.EmbedOptions` (keywords or
     ``options``), as for :class:`~ctxkit.embedding.encoder.PackedEncoder`. Rows are cut into
     chunks of ``chunk_size`` in input order and each chunk is one ``encode`` call, as
-    ``ctxkit embed`` does on one machine (``batch_size`` is the deprecated name of
-    ``chunk_size``), so the vectors are the same bits where torch runs on as many threads on
-    both sides: a CPU actor runs ``cpus_per_worker`` threads, and on some CPUs another
-    thread count changes the last bits, about 1e-6. ``device`` defaults to
+    ``ctxkit embed`` does on one machine, so the vectors are the same bits where torch runs
+    on as many threads on both sides: a CPU actor runs ``cpus_per_worker`` threads, and on
+    some CPUs another thread count changes the last bits, about 1e-6. ``device`` defaults to
     ``cuda`` on a cluster with GPUs, else ``cpu``.
 
     ``id_column`` is carried through as the id; without it the id is the row number
@@ -125,7 +123,6 @@ def embed(
         (384,)
     """
     ray = require_ray()
-    chunk_size = deprecated_alias("batch_size", "chunk_size", batch_size, chunk_size)
     gpus = cluster_gpus() if num_gpus is None else int(num_gpus)
     opts = EmbedOptions.resolve(
         options, model=model, dtype=dtype, batch_tokens=batch_tokens,

@@ -43,7 +43,8 @@ import torch
 from ctxkit.embedding.encoder import PackedPasses, Tokenized, tokenize_texts
 from ctxkit.embedding.model import PackedModel, packed_encoder, resolve_device, resolve_dtype
 from ctxkit.embedding.ops import RowBatch, pool_segments
-from ctxkit.embedding.options import EmbedOptions
+from ctxkit.embedding.options import ClassifyOptions, EmbedOptions
+from ctxkit.errors import OptionError
 
 __all__ = ["ClassifierModel", "PackedClassifier", "load_classifier", "scores_from_logits"]
 
@@ -56,7 +57,7 @@ _HEADS = {
     "ElectraForSequenceClassification": "classification_head",
     "DistilBertForSequenceClassification": "pre_classifier",
 }
-_D = EmbedOptions()
+_D = ClassifyOptions()
 
 
 def _head_fn(model: Any) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -229,7 +230,8 @@ class PackedClassifier(PackedPasses):
     truncation length (default: the tokenizer's ``model_max_length``, a CrossEncoder's
     ``max_seq_length``). ``device``, ``dtype``, ``batch_tokens``, ``row_length``,
     ``attention``, ``overlap``, ``chunk_size``: as :class:`~ctxkit.embedding.encoder.
-    PackedEncoder` (one :class:`~ctxkit.embedding.options.EmbedOptions` may give them all).
+    PackedEncoder` (one :class:`~ctxkit.embedding.options.ClassifyOptions` may give them all,
+    ``max_length`` included).
 
     ``labels`` are the label names from the model config (``id2label``); ``last_stats`` the
     figures of the last call, as on ``PackedEncoder``.
@@ -241,20 +243,21 @@ class PackedClassifier(PackedPasses):
         ['POSITIVE', 'NEGATIVE', 'NEGATIVE']
     """
 
-    def __init__(self, model: Any, *, device: str = _D.device, dtype: str = _D.dtype,
+    def __init__(self, model: Any = _D.model, *, options: EmbedOptions | None = None,
+                 device: str = _D.device, dtype: str = _D.dtype,
                  batch_tokens: int | None = _D.batch_tokens,
                  row_length: int | str = _D.row_length, attention: str = _D.attention,
                  overlap: bool | None = _D.overlap, chunk_size: int = _D.chunk_size,
-                 max_length: int | None = None, tokenizer: Any = None,
-                 options: EmbedOptions | None = None) -> None:
-        if model is None and (options is None or options.model is None):
-            raise ValueError("PackedClassifier needs a model: a local classifier or "
-                             "cross-encoder directory, or a loaded model")
-        opts = EmbedOptions.resolve(
-            options, model=model, device=device, dtype=dtype, batch_tokens=batch_tokens,
-            row_length=row_length, attention=attention, overlap=overlap, chunk_size=chunk_size)
+                 max_length: int | None = _D.max_length, tokenizer: Any = None) -> None:
+        opts = ClassifyOptions.resolve(
+            ClassifyOptions.of(options), model=model, device=device, dtype=dtype,
+            batch_tokens=batch_tokens, row_length=row_length, attention=attention,
+            overlap=overlap, chunk_size=chunk_size, max_length=max_length)
+        if opts.model is None:
+            raise OptionError("model", "PackedClassifier needs a model: a local classifier or "
+                                       "cross-encoder directory, or a loaded model")
         self.classifier = load_classifier(opts.model, opts.device, opts.dtype,
-                                          tokenizer=tokenizer, max_length=max_length)
+                                          tokenizer=tokenizer, max_length=opts.max_length)
         self._configure(self.classifier, opts)
         self._head_dtype = next(self.classifier.model.classifier.parameters()).dtype
 

@@ -349,12 +349,12 @@ class PackedEncoder(PackedPasses):
         (1, 384)
     """
 
-    def __init__(self, model: Any = _D.model, *, device: str = _D.device, dtype: str = _D.dtype,
+    def __init__(self, model: Any = _D.model, *, options: EmbedOptions | None = None,
+                 device: str = _D.device, dtype: str = _D.dtype,
                  batch_tokens: int | None = _D.batch_tokens,
                  row_length: int | str = _D.row_length, attention: str = _D.attention,
                  overlap: bool | None = _D.overlap, chunk_size: int = _D.chunk_size,
-                 normalize: bool | None = _D.normalize,
-                 options: EmbedOptions | None = None) -> None:
+                 normalize: bool | None = _D.normalize) -> None:
         opts = EmbedOptions.resolve(
             options, model=model, device=device, dtype=dtype, batch_tokens=batch_tokens,
             row_length=row_length, attention=attention, overlap=overlap, chunk_size=chunk_size,

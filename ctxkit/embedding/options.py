@@ -4,13 +4,14 @@
 adapter (:func:`ctxkit.distributed.embed`) and ``ctxkit embed`` take or build. Validation here
 needs no torch, so a bad ``--device`` fails before any model is loaded.
 
-Names: ``batch_tokens`` is the token slots of one forward pass (its old name on
-``PackedEncoder``, ``max_tokens_per_batch``, still works with a ``DeprecationWarning``);
-``chunk_size`` is the number of texts tokenised, packed and written together (the CLI's
-``--chunk-size``; the Ray adapter's old ``batch_size``). Chunks decide which texts share a
-forward pass, so equal ``chunk_size`` gives bit-identical vectors on one machine or on Ray
-(with torch on as many threads on both sides: on some CPUs the thread count changes the
-last bits).
+:class:`ClassifyOptions` adds the truncation length of
+:class:`~ctxkit.embedding.classifier.PackedClassifier` and ``ctxkit classify``.
+
+Names: ``batch_tokens`` is the token slots of one forward pass; ``chunk_size`` is the number
+of texts tokenised, packed and written together (the CLI's ``--chunk-size``). Chunks decide
+which texts share a forward pass, so equal ``chunk_size`` gives bit-identical vectors on one
+machine or on Ray (with torch on as many threads on both sides: on some CPUs the thread count
+changes the last bits).
 
 Example:
     >>> EmbedOptions(device="cpu", batch_tokens=2048).chunk_size
@@ -19,21 +20,19 @@ Example:
     ...     EmbedOptions(device="tpu")
     ... except ValueError as exc:
     ...     print(exc)
-    unknown device 'tpu'; use auto, cpu, cuda or cuda:N
+    device 'tpu' is unknown; use auto, cpu, cuda, cuda:N or mps
 """
 
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxkit.errors import OptionError
 from ctxkit.options import OptionSet, bad_option
 
-__all__ = ["ATTENTIONS", "DTYPES", "EmbedOptions", "deprecated_alias"]
+__all__ = ["ATTENTIONS", "DTYPES", "ClassifyOptions", "EmbedOptions"]
 
 DTYPES = ("auto", "float32", "fp32", "float16", "fp16", "bfloat16", "bf16")
 ATTENTIONS = ("auto", "block", "varlen")
@@ -52,17 +51,6 @@ def _positive_int(value: Any, name: str, upper: int | None = None) -> int:
 def _optional_bool(value: Any, name: str) -> None:
     if value is not None and not isinstance(value, bool):
         raise bad_option(name, f" must be True, False or None, got {value!r}")
-
-
-def deprecated_alias(old: str, new: str, old_value: Any, new_value: Any) -> Any:
-    """``new_value``, or ``old_value`` (with a ``DeprecationWarning``) when only the old
-    keyword was given; both given is an error."""
-    if old_value is None:
-        return new_value
-    if new_value is not None:
-        raise TypeError(f"give {new} only ({old} is its deprecated name)")
-    warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=3)
-    return old_value
 
 
 @dataclass(frozen=True)
@@ -98,14 +86,14 @@ class EmbedOptions(OptionSet):
             object.__setattr__(self, "model", str(self.model))
         device = str(self.device)  # a torch.device works too
         if not _DEVICE.fullmatch(device):
-            raise OptionError("device", f"unknown device {device!r}; use auto, cpu, cuda or "
-                                        "cuda:N")
+            raise bad_option("device", f" {device!r} is unknown; use auto, cpu, cuda, cuda:N "
+                                       "or mps")
         object.__setattr__(self, "device", device)
         if not isinstance(self.dtype, str):  # a torch.dtype
             object.__setattr__(self, "dtype", str(self.dtype).removeprefix("torch."))
         if self.dtype not in DTYPES:
-            raise OptionError("dtype", f"unknown dtype {self.dtype!r}; use one of "
-                                       f"{', '.join(DTYPES)}")
+            raise bad_option("dtype", f" {self.dtype!r} is unknown; use one of "
+                                      f"{', '.join(DTYPES)}")
         if self.batch_tokens is not None:
             _positive_int(self.batch_tokens, "batch_tokens", _MAX_BATCH_TOKENS)
         _positive_int(self.chunk_size, "chunk_size")
@@ -122,3 +110,37 @@ class EmbedOptions(OptionSet):
     def encoder_kwargs(self) -> dict[str, Any]:
         """Everything except ``normalize``, which ``encode`` takes per call."""
         return {k: v for k, v in self.to_dict().items() if k != "normalize"}
+
+
+@dataclass(frozen=True)
+class ClassifyOptions(EmbedOptions):
+    """How texts are classified (see :class:`~ctxkit.embedding.classifier.PackedClassifier`):
+    the :class:`EmbedOptions` plus ``max_length``, the truncation length in tokens (None: the
+    model's own; at least 2, room for ``[CLS]`` and ``[SEP]``).
+
+    Example:
+        >>> ClassifyOptions(device="cpu", max_length=128).max_length
+        128
+    """
+
+    max_length: int | None = None
+
+    _what = "classification option"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_length is not None:
+            _positive_int(self.max_length, "max_length")
+            if self.max_length < 2:
+                raise bad_option("max_length", f" must be at least 2, got {self.max_length}")
+
+    @classmethod
+    def of(cls, options: EmbedOptions | None) -> ClassifyOptions | None:
+        """``options`` as a :class:`ClassifyOptions` (an :class:`EmbedOptions` gains the
+        default ``max_length``)."""
+        if options is None or isinstance(options, cls):
+            return options
+        if not isinstance(options, EmbedOptions):
+            raise bad_option("options", f" must be a ClassifyOptions, got "
+                                        f"{type(options).__name__}")
+        return cls(**options.to_dict())

@@ -58,6 +58,8 @@ def record_format(path: str | os.PathLike) -> str:
     suffix = text.lower() if text.startswith(".") and "/" not in text else \
         Path(path).suffix.lower()
     fmt = RECORD_FORMATS.get(suffix)
+    if suffix != text.lower() and Path(path).is_dir():
+        raise InputError(f"output {path} is a directory; give a file name")
     if fmt is None:
         raise InputError(f"output must end in .jsonl, .json or .parquet, got {Path(path).name}")
     return fmt

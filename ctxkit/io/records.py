@@ -208,9 +208,13 @@ def _iter_jsonl(path: Path) -> Iterator[Row]:
                 yield loc, None, f"not valid UTF-8 (byte {exc.start})"
                 continue
             try:
-                yield loc, json.loads(text), None
+                obj = json.loads(text)
             except json.JSONDecodeError as exc:
                 yield loc, None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+            except RecursionError:  # the parser recurses once per level
+                yield loc, None, "invalid JSON: nested too deeply"
+            else:
+                yield loc, obj, None
 
 
 def _read_text(path: Path) -> str:

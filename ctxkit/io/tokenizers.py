@@ -114,13 +114,19 @@ class HFTokenizer:
     def load(cls, path: str | Path, name: str | None = None) -> HFTokenizer:
         from transformers import AutoTokenizer
 
+        where = Path(path).expanduser()
+        if not where.is_dir():
+            looks_like_path = str(path).startswith((".", "/", "~")) or where.suffix != ""
+            if looks_like_path or where.exists():
+                raise ValueError(f"{str(path)!r} is not a tokenizer directory (hf: takes a "
+                                 "local directory, or a model name in the local Hugging Face "
+                                 "cache)")
         try:
             backend = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         except (OSError, ValueError) as exc:
-            raise InputError(
-                f"cannot load a Hugging Face tokenizer from {str(path)!r} without the network: "
-                f"{exc}"
-            ) from exc
+            what = "a tokenizer in" if where.is_dir() else "in the local Hugging Face cache"
+            raise InputError(f"found no Hugging Face tokenizer {what} {str(path)!r} (nothing "
+                             "is downloaded)") from exc
         eos = backend.eos_token_id if backend.eos_token_id is not None else backend.sep_token_id
         specials = {tok: backend.convert_tokens_to_ids(tok) for tok in backend.all_special_tokens}
         return cls(name=name or f"hf:{path}", backend=backend, eos_id=eos, special_tokens=specials)

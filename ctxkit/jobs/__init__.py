@@ -21,7 +21,7 @@ Adding a command
    (``(title, [(code, count)])``), record id lists in ``id_lists``, closing lines in ``notes``.
    Reasons are codes from the library results (``Unit.code``, ``MessageChange.code``), never
    prose parsed back.
-3. Export it below, and add a ``@app.command`` in ``ctxkit/cli.py`` that only declares the
+3. Export it below, and add a ``@app.command`` in ``ctxkit/cli/<group>.py`` that only declares the
    options, builds ``Source``/``Target`` (``source_of``/``target_of``) and calls
    ``render(run_<stage>(...))``. Keep the shared flags' names: ``-o/--output``, ``--report``,
    ``--field``, ``--template``, ``--id-field``, ``--skip-bad``, ``--in-place``,

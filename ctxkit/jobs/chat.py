@@ -7,9 +7,19 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.compression.options import ChatOptions, check_budget
 from ctxkit.errors import InputError, Location, OptionError
 from ctxkit.io.messages import MESSAGE_KEYS, message_format
-from ctxkit.jobs.common import JobReport, Progress, Source, Target, no_progress, require_records
+from ctxkit.jobs.common import (
+    JobReport,
+    Progress,
+    Source,
+    Target,
+    as_flags,
+    load_models,
+    no_progress,
+    require_records,
+)
 from ctxkit.jobs.compress import reason_table
 from ctxkit.jobs.kv import check_kv, kv_note, kv_rows
 
@@ -52,8 +62,8 @@ class ChatReport(JobReport):
         return out
 
 
-def _replay(messages: list[Any], budget: int, cid: str, options: dict[str, Any],
-            scorer: Any, tokenizer: str, rows: list[dict[str, Any]], kv: Any = None) -> Any:
+def _replay(messages: list[Any], budget: int, cid: str, options: ChatOptions,
+            rows: list[dict[str, Any]], kv: Any = None) -> Any:
     """Feed ``messages`` to a ChatMemory one by one, compressing after each; the last window
     (equal to ``compress_chat`` on the whole conversation) is returned. ``kv``: a
     ``(KVCacheShape, dtype)`` pair adds each turn's history and window KV bytes."""
@@ -61,7 +71,7 @@ def _replay(messages: list[Any], budget: int, cid: str, options: dict[str, Any],
 
     from ctxkit.compression.memory import ChatMemory
 
-    mem = ChatMemory(budget, tokenizer=tokenizer, scorer=scorer, **options)
+    mem = ChatMemory(budget, options=options)
     res = None
     for k, message in enumerate(messages):
         mem.add(message)
@@ -128,13 +138,13 @@ def run_chat(
     target: Target,
     *,
     budget: int,
-    keep_last: int = 2,
-    keep_system: bool = True,
+    keep_last: int = ChatOptions.keep_last,
+    keep_system: bool = ChatOptions.keep_system,
     query: str | None = None,
-    scorer: str = "embedding",
-    tokenizer: str = "cl100k_base",
-    alternate: bool = False,
-    shorten: bool = True,
+    scorer: str = ChatOptions.scorer,
+    tokenizer: str = ChatOptions.tokenizer,
+    alternate: bool = ChatOptions.alternate,
+    shorten: bool = ChatOptions.shorten,
     replay: bool = False,
     kv_model: str | None = None,
     kv_dtype: str = "bfloat16",
@@ -157,26 +167,18 @@ def run_chat(
     and with ``replay`` each turn's.
     """
     from ctxkit.compression.chat import compress_chat
-    from ctxkit.compression.prune import check_budget
-    from ctxkit.compression.scorers import get_scorer
     from ctxkit.io.outputs import record_format, write_json, write_records
 
-    try:
-        check_budget(budget)
-    except (ValueError, TypeError) as exc:
-        raise OptionError("--budget", f"--{exc}") from None
-    if keep_last < 0:
-        raise OptionError("--keep-last", f"--keep-last must be >= 0, got {keep_last}")
+    budget = as_flags(check_budget, budget)
+    opts = as_flags(ChatOptions, keep_last=keep_last, keep_system=keep_system,
+                    tokenizer=tokenizer, scorer=scorer, alternate=alternate, shorten=shorten)
     if replay and query is not None:
         raise OptionError("--query", "--replay compresses each turn for its own last user "
                                      "message; drop --query")
     fmt = record_format(target.output)
     kv_shape = check_kv(kv_model, kv_dtype)
     kv = None if kv_shape is None else (kv_shape, kv_dtype)
-    try:
-        sc = get_scorer(scorer)
-    except (ValueError, ImportError) as exc:
-        raise OptionError("--scorer", str(exc)) from None
+    opts = load_models(opts)  # once per run, so model-backed scorers load once
     source = Source(source.path, template="messages", id_field=source.id_field,
                     skip_bad=source.skip_bad)
     source.check()
@@ -189,18 +191,14 @@ def run_chat(
         results: list[Any] = []
         with progress("compressing chats") as advance:
             for cid, messages, holder, where in _conversations(source, report.read):
-                options = {"keep_last": keep_last, "keep_system": keep_system,
-                           "alternate": alternate, "shorten": shorten}
                 try:
                     if replay:
                         message_format(messages)  # a list of messages, one format
                         if not messages:
                             raise ValueError("no messages to replay")
-                        res = _replay(messages, budget, cid, options, sc, tokenizer,
-                                      report.turns, kv)
+                        res = _replay(messages, budget, cid, opts, report.turns, kv)
                     else:
-                        res = compress_chat(messages, budget, query=query, tokenizer=tokenizer,
-                                            scorer=sc, **options)
+                        res = compress_chat(messages, budget, query=query, options=opts)
                 except (ValueError, TypeError) as exc:
                     raise InputError(str(exc), location=where,
                                      record_id=None if holder is None else cid) from None

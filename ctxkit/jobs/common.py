@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ctxkit.errors import InputError, OptionError
 from ctxkit.io.outputs import StagedOutputs, staged_outputs
@@ -22,20 +22,25 @@ from ctxkit.io.records import TEMPLATES, ReadReport, Record, check_input, read_r
 from ctxkit.packing.options import MAX_CAPACITY  # one limit for every entry point
 
 __all__ = [
+    "DEFAULT_TOKENIZER",
     "MAX_CAPACITY",
     "JobReport",
     "Progress",
     "Source",
     "Target",
+    "as_flags",
     "check_capacity",
     "check_suffix",
+    "load_models",
     "load_tokenizer",
     "no_progress",
     "read_text_file",
     "require_records",
 ]
 
+DEFAULT_TOKENIZER = "cl100k_base"  # tiktoken's GPT-4 encoding, shipped offline
 Advance = Callable[..., None]
+T = TypeVar("T")
 
 
 class Progress(Protocol):
@@ -230,9 +235,24 @@ def load_tokenizer(name: str) -> Any:
         raise OptionError("--tokenizer", f"cannot load --tokenizer {name!r}: {exc}") from None
 
 
+def load_models(opts: T) -> T:
+    """``opts`` (a compression or chat option set) with its tokenizer and scorer loaded, so a
+    run loads each once; a bad name is an :class:`~ctxkit.errors.OptionError` naming the flag."""
+    from ctxkit.compression.scorers import get_scorer
+
+    tok = load_tokenizer(opts.tokenizer)
+    try:
+        sc = get_scorer(opts.scorer)
+    except (ValueError, ImportError) as exc:
+        raise OptionError("--scorer", f"--scorer: {exc}") from None
+    return opts.replace(tokenizer=tok, scorer=sc)
+
+
 def check_suffix(path: Path, allowed: tuple[str, ...], what: str = "output") -> str:
     """``path``'s lower-case suffix if it is one of ``allowed``, else an error naming them."""
     suffix = path.suffix.lower()
+    if path.is_dir():
+        raise InputError(f"{what} {path} is a directory; give a file name")
     if suffix not in allowed:
         names = ", ".join(allowed[:-1]) + f" or {allowed[-1]}" if len(allowed) > 1 \
             else allowed[0]
@@ -240,11 +260,24 @@ def check_suffix(path: Path, allowed: tuple[str, ...], what: str = "output") -> 
     return suffix
 
 
-def check_capacity(capacity: int) -> int:
+def as_flags(check: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``check(*args, **kwargs)`` (an option class or a checker), with an
+    :class:`~ctxkit.errors.OptionError` naming the option as the CLI does (``--keep-last``).
+
+    Example:
+        >>> from ctxkit.packing.options import PackOptions
+        >>> as_flags(PackOptions, capacity=64).capacity
+        64
+    """
     from ctxkit.options import cli_option_error
-    from ctxkit.packing.options import check_capacity as check
 
     try:
-        return check(capacity)
+        return check(*args, **kwargs)
     except OptionError as exc:
         raise cli_option_error(exc) from None
+
+
+def check_capacity(capacity: int) -> int:
+    from ctxkit.packing.options import check_capacity as check
+
+    return as_flags(check, capacity)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctxkit.compression.options import CompressOptions, check_budget
 from ctxkit.errors import InputError, OptionError
 from ctxkit.io.outputs import RECORD_FORMATS
 from ctxkit.jobs.common import (
@@ -15,6 +16,8 @@ from ctxkit.jobs.common import (
     Progress,
     Source,
     Target,
+    as_flags,
+    load_models,
     no_progress,
     read_text_file,
     record_query,
@@ -86,11 +89,11 @@ def run_compress(
     budget: int,
     query: str | None = None,
     query_field: str | None = None,
-    scorer: str = "embedding",
-    granularity: str = "coarse-to-fine",
-    tokenizer: str = "cl100k_base",
-    force_keep: tuple[str, ...] | list[str] = (),
-    token_drop: float = 0.0,
+    scorer: str = CompressOptions.scorer,
+    granularity: str = CompressOptions.granularity,
+    tokenizer: str = CompressOptions.tokenizer,
+    force_keep: tuple[str, ...] | list[str] = CompressOptions.force_keep,
+    token_drop: float = CompressOptions.token_drop,
     kv_model: str | None = None,
     kv_dtype: str = "bfloat16",
     progress: Progress = no_progress,
@@ -114,30 +117,29 @@ def run_compress(
         >>> rep.compressed_tokens <= 12, "4417" in (d / "out.txt").read_text()
         (True, True)
     """
-    from ctxkit.compression.prune import check_budget, compress
-    from ctxkit.compression.scorers import get_scorer
+    from ctxkit.compression.prune import compress
     from ctxkit.evaluation.kvcache import kv_cache_change
     from ctxkit.io.outputs import record_format, write_json, write_records
 
-    try:
-        check_budget(budget)
-    except (ValueError, TypeError) as exc:
-        raise OptionError("--budget", f"--{exc}") from None
+    budget = as_flags(check_budget, budget)
+    opts = as_flags(CompressOptions, tokenizer=tokenizer, scorer=scorer,
+                    granularity=granularity, force_keep=tuple(force_keep),
+                    token_drop=token_drop)
+    if query is not None and query_field is not None:
+        raise InputError("give either --query or --query-field, not both")
     records = is_records_path(source.path)
     if records:
         record_format(target.output)
     elif is_records_path(target.output):
         raise InputError(f"{source.path} is a text file, so the output is text; give -o a text "
                          f"file name, not {target.output.name}")
+    elif query_field is not None:
+        raise OptionError("--query-field", "--query-field names a field of records; "
+                                           f"{source.path} is a text file (use --query)")
     if source.template is not None:
         raise OptionError("--template", "compress works on one text field; use --field")
     kv_shape = check_kv(kv_model, kv_dtype)
-    try:
-        sc = get_scorer(scorer)  # once, so model-backed scorers load once
-    except (ValueError, ImportError) as exc:
-        raise OptionError("--scorer", str(exc)) from None
-    options = {"tokenizer": tokenizer, "scorer": sc, "granularity": granularity,
-               "force_keep": list(force_keep), "token_drop": token_drop}
+    opts = load_models(opts)  # once per run, so model-backed scorers load once
     source.check()
     target.check((source.path,))
     report = CompressReport(command="compress", input=str(source.path),
@@ -145,7 +147,7 @@ def run_compress(
 
     def run(text: str, q: str | None, where: str) -> Any:
         try:
-            return compress(text, budget, query=q, **options)
+            return compress(text, budget, query=q, options=opts)
         except (ValueError, TypeError) as exc:
             raise InputError(f"{where}: {exc}") from None
 
@@ -169,7 +171,7 @@ def run_compress(
             def rows() -> Iterator[dict[str, Any]]:
                 with progress("compressing") as advance:
                     for rec in source.records(report.read):
-                        q = record_query(rec, query, query_field)
+                        q = record_query(rec, query, query_field, required=True)
                         res = run(rec.text, q, f"{source.path}: record {rec.id}")
                         report.ledger.append({
                             "id": rec.id, "original_tokens": res.original_tokens,

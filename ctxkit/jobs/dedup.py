@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.deduplication.options import MinHashOptions
 from ctxkit.errors import InputError, OptionError
 from ctxkit.jobs.common import (
     JobReport,
@@ -77,13 +78,13 @@ def run_dedup(
     *,
     method: str = "exact,minhash",
     threshold: float | Mapping[str, float] | None = None,
-    keep: str = "first",
-    num_perm: int = 128,
-    ngram: int = 5,
-    unit: str = "char",
+    keep: str = KEEP_RULES[0],
+    num_perm: int = MinHashOptions.num_perm,
+    ngram: int = MinHashOptions.ngram,
+    unit: str = MinHashOptions.unit,
     punctuation: bool = False,
-    seed: int = 1,
-    boilerplate: float | None = None,
+    seed: int = MinHashOptions.seed,
+    boilerplate: float | None = MinHashOptions.boilerplate,
     progress: Progress = no_progress,
 ) -> DedupReport:
     """Remove duplicate records of ``source`` and write the kept ones, unchanged, to
@@ -117,6 +118,10 @@ def run_dedup(
         check_threshold(threshold, stages)
     except ValueError as exc:
         raise OptionError("--threshold", f"--{exc}") from None
+    idle = sorted(set(threshold) - set(stages)) if isinstance(threshold, Mapping) else []
+    if idle:
+        raise OptionError("--threshold", f"--threshold names {', '.join(idle)}, which --method "
+                                         f"{','.join(stages)} does not run")
     if keep not in KEEP_RULES:
         raise OptionError("--keep", f"--keep must be first, last or longest, got {keep!r}")
     record_format(target.output)

@@ -11,6 +11,7 @@ import numpy as np
 from ctxkit.errors import InputError, OptionError, SequenceTooLongError
 from ctxkit.io.records import ReadReport, Record
 from ctxkit.jobs.common import (
+    DEFAULT_TOKENIZER,
     MAX_CAPACITY,
     JobReport,
     Progress,
@@ -21,6 +22,7 @@ from ctxkit.jobs.common import (
     no_progress,
     require_records,
 )
+from ctxkit.packing.options import PackOptions
 
 __all__ = ["MAX_CAPACITY", "PackReport", "parse_separator", "run_pack"]
 
@@ -43,10 +45,21 @@ def parse_separator(separator: str, tok: Any) -> int | None:
         sep = int(value)
     except ValueError:
         sep = -1
-    if not 0 <= sep <= MAX_TOKEN_ID:
-        raise OptionError("--separator", "--separator must be 'eos', 'none' or a token id "
-                                         f"(0..{MAX_TOKEN_ID:,}), got {separator!r}")
+    top = min(MAX_TOKEN_ID, vocab_size(tok) - 1)
+    if not 0 <= sep <= top:
+        raise OptionError("--separator", "--separator must be 'eos', 'none' or a token id of "
+                                         f"tokenizer {tok.name} (0..{top:,}), got {separator!r}")
     return sep
+
+
+def vocab_size(tok: Any) -> int:
+    """How many token ids ``tok`` has (tiktoken's ``n_vocab``, a Hugging Face tokenizer's
+    length); ``MAX_TOKEN_ID + 1`` for a tokenizer that does not say."""
+    backend = getattr(tok, "encoding", None) or getattr(tok, "backend", None)
+    n = getattr(backend, "n_vocab", None)
+    if n is None and backend is not None and hasattr(backend, "__len__"):
+        n = len(backend)
+    return int(n) if n else MAX_TOKEN_ID + 1
 
 
 def _memory_bytes() -> int | None:
@@ -143,15 +156,15 @@ def run_pack(
     target: Target,
     *,
     capacity: int,
-    tokenizer: str = "cl100k_base",
-    strategy: str = "bfd",
+    tokenizer: str = DEFAULT_TOKENIZER,
+    strategy: str = PackOptions.strategy,
     separator: str = "eos",
-    overflow: str = "error",
-    layout: str = "padded",
-    seed: int | None = None,
-    pad_id: int = 0,
+    overflow: str = PackOptions.overflow,
+    layout: str = PackOptions.layout,
+    seed: int | None = PackOptions.seed,
+    pad_id: int = PackOptions.pad_id,
     train_on_prompt: bool = False,
-    label_separators: bool = False,
+    label_separators: bool = PackOptions.label_separators,
     progress: Progress = no_progress,
 ) -> PackReport:
     """Tokenize ``source``'s records, pack them into windows of ``capacity`` tokens and write

@@ -1,0 +1,47 @@
+"""One meaning per flag across every ``ctxkit`` command."""
+
+from collections import defaultdict
+
+import typer
+
+from ctxkit.cli import app
+
+COMMANDS = typer.main.get_command(app).commands
+
+
+def _options():
+    for name, command in COMMANDS.items():
+        for param in command.params:
+            if param.param_type_name == "option":
+                yield name, param
+
+
+def test_each_short_flag_has_one_long_name():
+    longs = defaultdict(set)
+    for command, param in _options():
+        flags = param.opts + param.secondary_opts
+        shorts = [f for f in flags if not f.startswith("--")]
+        names = [f for f in flags if f.startswith("--")]
+        assert len(shorts) <= 1 and len(param.opts) <= 2, (command, flags)  # no aliases
+        for short in shorts:
+            longs[short].add(names[0])
+    assert all(len(v) == 1 for v in longs.values()), dict(longs)
+
+
+def test_output_report_and_field_flags_are_the_same_everywhere():
+    for command, param in _options():
+        if param.name in ("output", "output_dir"):
+            assert sorted(param.opts) == ["--output", "-o"], command
+        if "report" in param.name or "json" in param.name:
+            assert param.opts == ["--report"], command
+        if param.name == "field":
+            assert param.opts == ["--field"], command
+        if param.name == "tokenizer":
+            assert sorted(param.opts) == ["--tokenizer", "-t"], command
+
+
+def test_every_record_command_writes_and_reports_the_same_way():
+    for name in ("pack", "dedup", "embed", "classify", "compress", "chat"):
+        opts = {o for p in COMMANDS[name].params for o in p.opts}
+        assert {"-o", "--output", "--report"} <= opts, name
+    assert "--summary-json" not in {o for _, p in _options() for o in p.opts}
