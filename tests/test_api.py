@@ -73,11 +73,12 @@ def test_import_is_light():
 
 # Parameters a caller may pass by position: the data argument, plus a second datum where a
 # call has two (a model config and token counts; units and the query they are scored for;
-# the text and the budget it must fit).
-_POSITIONAL = {"kv_cache_bytes": 2, "Scorer.relevance": 2, "compress": 2, "compress_chat": 2}
+# the text and the budget it must fit; a model and the batch or token ids it is checked on).
+_POSITIONAL = {"kv_cache_bytes": 2, "Scorer.relevance": 2, "compress": 2, "compress_chat": 2,
+               "check_packing": 2, "freeze_token_rows": 2}
 # Signatures that another change makes keyword-only (the compression options and the KV-cache
 # package); strict, so the mark goes as soon as they are.
-_PENDING = {"ChatMemory", "compress", "compress_chat", "kv_cache_bytes"}
+_PENDING = {"kv_cache_bytes"}
 
 
 def _public_callables():

@@ -239,8 +239,7 @@ def _memory_with_chat():
 
 # Option values the option sets of another change check (MinHash, compression and chat
 # options, the scorer registry); strict, so each mark goes when its check raises OptionError.
-_PENDING = {"dedup-option", "compress-granularity", "compress-reorder", "compress-token-drop",
-            "chat-keep-last", "scorer-unknown"}
+_PENDING = {"dedup-option", "scorer-unknown"}
 
 
 @pytest.mark.parametrize("call,names", [

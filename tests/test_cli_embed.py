@@ -34,7 +34,7 @@ def test_npy_output_streamed_in_chunks(tmp_path, reference):
     out = tmp_path / "vectors.npy"
     summary = tmp_path / "summary.json"
     rc = main(["embed", str(src), "-o", str(out), "--ids", "--id-field", "key", "--device", "cpu",
-               "--chunk-size", "4", "--no-progress", "--summary-json", str(summary)])
+               "--chunk-size", "4", "--no-progress", "--report", str(summary)])
     assert rc == 0
     vecs = np.load(out)
     assert vecs.shape == (len(TEXTS), 384) and vecs.dtype == np.float32

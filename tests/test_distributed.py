@@ -235,7 +235,7 @@ def test_pack_global_equals_local_pack(ray_session, options):
                              override_num_blocks=4)
     out = pack(ds, 512, mask_column="mask", id_column="id", **options)
     got = _windows_table(out)
-    batch = local_pack(seqs, 512, completion_mask=masks, **options)
+    batch = local_pack(seqs, capacity=512, completion_mask=masks, **options)
     want = packed_table(batch, ids=[f"k{i}" for i in range(len(seqs))])
     assert got.column("window").to_pylist() == list(range(want.num_rows))
     assert got.drop_columns(["window"]).equals(want)
@@ -323,7 +323,7 @@ def test_embed_writes_vectors_with_their_ids(ray_session, picklable_tests):
     ds = ray.data.from_items([{"text": t, "id": f"k{i}"} for i, t in enumerate(texts)],
                              override_num_blocks=3)
     want = CharEncoder().encode(texts)
-    rows = embed(ds, id_column="id", encoder=CharEncoder, batch_size=32, num_workers=1).take_all()
+    rows = embed(ds, id_column="id", encoder=CharEncoder, chunk_size=32, num_workers=1).take_all()
     got = {r["id"]: r["embedding"] for r in rows}
     assert len(got) == len(texts)
     np.testing.assert_array_equal(np.stack([got[f"k{i}"] for i in range(len(texts))]), want)

@@ -130,7 +130,7 @@ def test_ray_refuses_what_it_cannot_honour(ray_session, tmp_path, capsys):
         (["pack", src, "-c", 64, "-o", tmp_path / "p.parquet", "--skip-bad"], "--skip-bad"),
         (["dedup", src, "-o", tmp_path / "d.jsonl", "--method", "exact"], "only --method"),
         (["pack", src, "-c", 10**12, "-o", tmp_path / "q.parquet"], "--capacity"),
-        (["embed", src, "-o", tmp_path / "e.npy", "--device", "tpu"], "unknown device"),
+        (["embed", src, "-o", tmp_path / "e.npy", "--device", "tpu"], "is unknown; use auto"),
     ]:
         code = main([str(a) for a in args] + ["--ray", "local"])
         err = capsys.readouterr().err.strip().splitlines()

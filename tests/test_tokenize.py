@@ -41,7 +41,7 @@ def test_hf_local_dir(tmp_path):
 
     tok = get_tokenizer(f"hf:{minilm_path()}")
     assert tok.encode("Hello world") == get_tokenizer("minilm").encode("Hello world")
-    with pytest.raises(ValueError, match="without the network"):
+    with pytest.raises(InputError, match="is not a tokenizer directory"):
         get_tokenizer(f"hf:{tmp_path / 'missing'}")
 
 

@@ -23,7 +23,6 @@ compaction's drops and shortenings, and a ``recalled`` entry for each recalled m
 Example:
     >>> from ctxkit.compression.options import ChatOptions
     >>> from ctxkit.compression.chat_features import ChatFeatures
-from ctxkit.compression.options import ChatOptions
     >>> chat = [{"role": "user" if i % 2 == 0 else "assistant",
     ...          "content": f"Note {i}: crate {i} holds {10 * i} bolts."} for i in range(40)]
     >>> window = PrefixWindow(ChatOptions(keep_last=2), ChatFeatures(scorer="idf"))

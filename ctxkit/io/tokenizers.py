@@ -118,7 +118,7 @@ class HFTokenizer:
         if not where.is_dir():
             looks_like_path = str(path).startswith((".", "/", "~")) or where.suffix != ""
             if looks_like_path or where.exists():
-                raise ValueError(f"{str(path)!r} is not a tokenizer directory (hf: takes a "
+                raise InputError(f"{str(path)!r} is not a tokenizer directory (hf: takes a "
                                  "local directory, or a model name in the local Hugging Face "
                                  "cache)")
         try:

@@ -202,14 +202,15 @@ def window_costs(plan: Any, cost: WindowCost | None = None) -> np.ndarray:
     cost = WindowCost() if cost is None else cost
     if isinstance(plan, PackLengthsResult):
         rows, _, start, stop = plan_segments(plan)
-        return cost.windows(rows, stop - start, plan.n_bins)
+        return cost.windows(stop - start, window_of=rows, n_windows=plan.n_bins)
     if hasattr(plan, "segment_start") and hasattr(plan, "row_offsets"):  # a PackResult
         if getattr(plan, "layout", "padded") != "padded":
             raise InputError("plan: a flat-layout batch is a single row; balance its plan or "
                              "a padded batch")
         sizes = np.diff(np.asarray(plan.row_offsets, np.int64))
         rows = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
-        return cost.windows(rows, plan.segment_stop - plan.segment_start, sizes.size)
+        return cost.windows(plan.segment_stop - plan.segment_start, window_of=rows,
+                            n_windows=sizes.size)
     if isinstance(plan, (str, bytes)) or not isinstance(plan, Sequence):
         raise InputError(f"plan must be a PackLengthsResult, a padded PackResult or a list of "
                          f"segment lengths per window, got {type(plan).__name__}")
@@ -224,7 +225,7 @@ def window_costs(plan: Any, cost: WindowCost | None = None) -> np.ndarray:
         flat.append(arr.astype(np.int64))
     rows = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
     lengths = np.concatenate(flat) if flat else _EMPTY
-    return cost.windows(rows, lengths, len(sizes))
+    return cost.windows(lengths, window_of=rows, n_windows=len(sizes))
 
 
 # --------------------------------------------------------------------------- assignment

@@ -155,7 +155,7 @@ class WindowCost(OptionSet):
         s = np.asarray(segment_lengths, np.float64)
         return float(self.token * s.sum() + self.square * (s * s).sum())
 
-    def windows(self, window_of: np.ndarray, segment_lengths: np.ndarray,
+    def windows(self, segment_lengths: np.ndarray, *, window_of: np.ndarray,
                 n_windows: int) -> np.ndarray:
         """Vectorised :meth:`window`: per window, the cost of the segments whose window
         (``window_of``, in ``0..n_windows-1``) it is."""
