@@ -31,19 +31,14 @@ from typing import Any
 import numpy as np
 
 from ctxkit.deduplication.exact import exact_dedup
-from ctxkit.deduplication.minhash import (
-    DEFAULT_THRESHOLD,
-    band_keys,
-    candidate_pairs,
-    choose_bands,
-    empty_rows,
-    minhash_dedup,
-    signatures,
-    to_datasketch,
-    verify_pairs,
-)
+from ctxkit.deduplication.interop import to_datasketch
+from ctxkit.deduplication.lsh import band_keys, candidate_pairs, choose_bands
+from ctxkit.deduplication.minhash import minhash_dedup
 from ctxkit.deduplication.normalize import Normalization
+from ctxkit.deduplication.options import DEFAULT_THRESHOLD
+from ctxkit.deduplication.signatures import empty_rows, signatures
 from ctxkit.deduplication.unionfind import connected_components
+from ctxkit.deduplication.verify import verify_pairs
 from evals import _common
 from evals.dedup_baselines import (
     best_timed,

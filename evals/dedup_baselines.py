@@ -157,8 +157,9 @@ def textdedup_removed(texts: list[str], threshold: float = 0.7, num_perm: int = 
     """
     from datasketch.lsh import _optimal_param
 
-    from ctxkit.deduplication.minhash import band_keys, candidate_pairs, empty_rows, signatures
+    from ctxkit.deduplication.lsh import band_keys, candidate_pairs
     from ctxkit.deduplication.normalize import Normalization
+    from ctxkit.deduplication.signatures import empty_rows, signatures
     from ctxkit.deduplication.unionfind import connected_components
 
     words = Normalization(punctuation=True)  # lower-cased alphanumeric tokens

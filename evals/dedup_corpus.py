@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxkit.deduplication.minhash import hash_values
+from ctxkit.deduplication.signatures import hash_values
 from evals._common import data_dir
 
 __all__ = [

@@ -101,7 +101,7 @@ class ChatFeatures:
     # -- near duplicates ----------------------------------------------------------------------
 
     def _shingle_sets(self, texts: Sequence[str]) -> list[np.ndarray]:
-        from ctxkit.deduplication.minhash import hash_values
+        from ctxkit.deduplication.signatures import hash_values
         from ctxkit.deduplication.normalize import Normalization
 
         todo = list(dict.fromkeys(t for t in texts if t not in self._shingles))
