@@ -5,20 +5,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.compression.scorers import (
-    MAX_BITS,
-    PUNCT_BITS,
-    IdfScorer,
-    Scorer,
-    atoms,
-    available_scorers,
-    bm25,
-    get_scorer,
-    is_protected,
-    register_scorer,
-    tfidf_relevance,
-    tfidf_similarity,
-)
+from ctxkit.compression.atoms import atoms, is_protected
+from ctxkit.compression.idf import MAX_BITS, PUNCT_BITS, IdfScorer
+from ctxkit.compression.relevance import bm25
+from ctxkit.compression.scorer_base import Scorer
+from ctxkit.compression.scorers import available_scorers, get_scorer, register_scorer
+from ctxkit.compression.tfidf import tfidf_relevance, tfidf_similarity
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -201,7 +193,7 @@ def test_lm_scorer_surprisal():
 
 
 def LMScorerWindow(base, window, context=16):
-    from ctxkit.compression.scorers import LMScorer
+    from ctxkit.compression.lm_scorer import LMScorer
 
     s = LMScorer(model=base.model_dir, window=window, context=context)
     s._model, s._tok = base._model, base._tok
@@ -209,7 +201,7 @@ def LMScorerWindow(base, window, context=16):
 
 
 def test_idf_without_wordfreq_fits_on_the_texts(monkeypatch):
-    import ctxkit.compression.scorers as mod
+    import ctxkit.compression.idf as mod
 
     monkeypatch.setattr(mod, "_wordfreq_available", lambda: False)
     s = IdfScorer()

@@ -58,7 +58,7 @@ from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.chat_features import ChatFeatures, billed_tokens
 from ctxkit.compression.prune import check_budget, compress
 from ctxkit.compression.relevance import spread_to_neighbors
-from ctxkit.compression.scorers import Scorer
+from ctxkit.compression.scorer_base import Scorer
 from ctxkit.io.messages import is_courtesy
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text

@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.compression.scorers import Scorer, get_scorer
+from ctxkit.compression.scorer_base import Scorer
+from ctxkit.compression.scorers import get_scorer
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = ["DensityResult", "TextDensity", "density", "near_duplicates", "text_densities"]
@@ -258,7 +259,7 @@ def text_densities(
 
 
 def _novelty(texts: list[str]) -> list[float]:
-    from ctxkit.compression.scorers import embed
+    from ctxkit.compression.relevance import embed
 
     if len(texts) == 1:
         return [1.0]

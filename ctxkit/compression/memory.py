@@ -40,10 +40,11 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ctxkit.compression.chat import DEFAULT_SCORER, CompressChatResult, ChatOptions, select
+from ctxkit.compression.chat import DEFAULT_SCORER, ChatOptions, CompressChatResult, select
 from ctxkit.compression.chat_features import ChatFeatures
 from ctxkit.compression.prune import check_budget
-from ctxkit.compression.scorers import Scorer, available_scorers
+from ctxkit.compression.scorer_base import Scorer
+from ctxkit.compression.scorers import available_scorers
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
 from ctxkit.io.tokenizers import Tokenizer

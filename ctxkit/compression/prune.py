@@ -49,10 +49,13 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit.compression.atoms import atoms, is_protected
 from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.density import near_duplicates
 from ctxkit.compression.relevance import lexical_relevance
-from ctxkit.compression.scorers import Scorer, atoms, get_scorer, is_protected, tfidf_similarity
+from ctxkit.compression.scorer_base import Scorer
+from ctxkit.compression.scorers import get_scorer
+from ctxkit.compression.tfidf import tfidf_similarity
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = [
