@@ -54,8 +54,9 @@ _EXPORTS = {
     "EmbedOptions": "ctxkit.embedding.options",
     "evaluate": "ctxkit.evaluation.harness",
     "EvaluateResult": "ctxkit.evaluation.harness",
-    "kv_cache_bytes": "ctxkit.evaluation.kvcache",
-    "KVCacheReport": "ctxkit.evaluation.kvcache",
+    "kv_cache_bytes": "ctxkit.kvcache.accounting",
+    "kv_cache_report": "ctxkit.kvcache.accounting",
+    "KVCacheReport": "ctxkit.kvcache.accounting",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -40,7 +40,7 @@ assert ctxkit.compress("one. two. three.", budget=50).text
 assert ctxkit.compress_chat([{"role": "user", "content": "hi"}], budget=50).messages
 assert ctxkit.evaluate(texts, capacity=64, sections=("lengths",)).sections
 assert ctxkit.get_tokenizer("cl100k_base").count("hello") == 1
-assert ctxkit.kv_cache_bytes("llama-3.1-8b", 2).bytes == 262144
+assert ctxkit.kv_cache_bytes("llama-3.1-8b", 2) == 262144
 """
 
 

@@ -111,7 +111,7 @@ class ChatMemory:
                  budget: int | None = None) -> Any:
         """KV-cache memory of the whole conversation and of the window :meth:`compress` returns
         now, for ``model`` (a preset name, ``config.json``, model directory or config dict): a
-        :class:`~ctxkit.evaluation.kvcache.KVCacheChange`. It compresses, which after the
+        :class:`~ctxkit.kvcache.accounting.KVCacheChange`. It compresses, which after the
         window was just computed costs the selection only (the features are cached).
 
         Example:

@@ -116,8 +116,8 @@ def run_compress(
     """
     from ctxkit.compression.prune import check_budget, compress
     from ctxkit.compression.scorers import get_scorer
-    from ctxkit.evaluation.kvcache import kv_cache_change
     from ctxkit.io.outputs import record_format, write_json, write_records
+    from ctxkit.kvcache.accounting import kv_cache_change
 
     try:
         check_budget(budget)
