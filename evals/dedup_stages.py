@@ -58,8 +58,8 @@ def corpora(base: int, copies: Sequence[int], seed: int) -> dict[int, list[str]]
     """The ``base``-document templated resample in each number of ``copies`` (disjoint
     alphabets), keyed by size."""
     from evals._common import data_dir
-    from evals.dedup import templated_mix
     from evals.dedup_corpus import disjoint_replicas, load_sources, synthetic_templated
+    from evals.dedup_sets import templated_mix
 
     rng = random.Random(seed)
     sources = load_sources(data_dir())
