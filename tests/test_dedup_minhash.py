@@ -565,3 +565,13 @@ def test_on_stage_wraps_every_stage_in_order():
                   sig=signatures(texts))
     assert entered == ["boilerplate", "band keys", "candidate pairs", "estimates",
                        "connected components", "representatives"]
+
+
+def test_to_datasketch_without_datasketch_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "datasketch", None)  # import datasketch now fails
+    with pytest.raises(ImportError, match=r"pip install 'ctxkit\[datasketch\]'"):
+        to_datasketch(signatures(["some text"], num_perm=8))
+    # everything else works without it
+    assert minhash_dedup(["a b c d e f g", "a b c d e f g h"]).n_removed == 1
