@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxkit.deduplication.interop import datasketch_hashfunc, from_datasketch, to_datasketch
-from ctxkit.deduplication.jaccard import exact_jaccard, pair_jaccard, shingle_sets
+from ctxkit.deduplication.jaccard import pair_jaccard, shingle_sets
 from ctxkit.deduplication.lsh import (
     band_keys,
     candidate_pairs,
@@ -26,7 +26,7 @@ from ctxkit.deduplication.signatures import (
     signatures,
     signatures_from_hashes,
 )
-from ctxkit.deduplication.unionfind import UnionFind, connected_components, representatives
+from ctxkit.deduplication.unionfind import connected_components, representatives
 from ctxkit.deduplication.verify import (
     estimate_jaccard,
     match_upper_bounds,
@@ -34,6 +34,59 @@ from ctxkit.deduplication.verify import (
     verify_pairs,
     verify_pairs_exact,
 )
+
+
+def exact_jaccard(
+    a: str, b: str, ngram: int = 5, unit: str = "char", normalization: Normalization | None = None
+) -> float:
+    """The exact Jaccard similarity of two texts' shingle sets, one Python set each: the
+    reference the vectorized scorers are checked against."""
+    va, vb = (
+        set(hash_values([t], ngram, unit, normalization, scheme="affine64")[0].tolist())
+        for t in (a, b)
+    )
+    if not va and not vb:
+        return 1.0
+    return len(va & vb) / len(va | vb)
+
+
+class UnionFind:
+    """Union-find over 0..n-1 (grows on demand), rooted at the smallest index: the reference
+    :func:`connected_components` is checked against.
+
+    Path halving keeps ``find`` near-constant; rooting at the smallest member keeps the
+    answer independent of the order of ``union`` calls.
+
+    """
+
+    def __init__(self, n: int = 0) -> None:
+        self.parent = list(range(n))
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    def _grow(self, i: int) -> None:
+        if i >= len(self.parent):
+            self.parent.extend(range(len(self.parent), i + 1))
+
+    def find(self, i: int) -> int:
+        self._grow(i)
+        parent = self.parent
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union(self, i: int, j: int) -> None:
+        ri, rj = self.find(i), self.find(j)
+        if ri != rj:
+            lo, hi = (ri, rj) if ri < rj else (rj, ri)
+            self.parent[hi] = lo
+
+    def labels(self) -> np.ndarray:
+        """The root (smallest member) of every element."""
+        return np.array([self.find(i) for i in range(len(self.parent))], dtype=np.int64)
+
 
 TEXT = st.text(alphabet="ab c\té\U0001f600\u3000x", max_size=14)
 

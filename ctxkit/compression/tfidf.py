@@ -1,4 +1,4 @@
-"""TF-IDF: lexical relevance and similarity of units (the default of every scorer).
+"""TF-IDF: lexical similarity of units (the default of every scorer).
 
 Example:
     >>> tfidf_similarity(["red apples", "red apples", "blue sky"]).round(2)[0].tolist()
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["tfidf_relevance", "tfidf_similarity"]
+__all__ = ["tfidf_similarity"]
 
 
 def _tfidf(units: Sequence[str], extra: Sequence[str] = ()):
@@ -24,17 +24,6 @@ def _tfidf(units: Sequence[str], extra: Sequence[str] = ()):
     except ValueError:  # every document empty or punctuation only: no vocabulary
         return None
     return matrix
-
-
-def tfidf_relevance(units: Sequence[str], query: str) -> np.ndarray:
-    """TF-IDF cosine of each unit to ``query`` (fitted on the units and the query)."""
-    if not units:
-        return np.zeros(0)
-    matrix = _tfidf(units, [query])
-    if matrix is None:
-        return np.zeros(len(units))
-    sims = (matrix[:-1] @ matrix[-1].T).toarray().ravel()
-    return np.clip(sims, 0.0, 1.0)
 
 
 def tfidf_similarity(units: Sequence[str]) -> np.ndarray:

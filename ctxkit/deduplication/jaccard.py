@@ -6,7 +6,7 @@ Each text's distinct shingle values are one sorted run of ``text << 32 | value``
 the shingles common to a group kept as bits, which is what verification uses.
 
 Example:
-    >>> round(exact_jaccard("abcdef", "abcdeg"), 3)
+    >>> round(float(exact_pair_jaccard(["abcdef", "abcdeg"], [[0, 1]])[0]), 3)
     0.333
 """
 
@@ -24,7 +24,7 @@ from ctxkit.deduplication.signatures import hash_values
 from ctxkit.deduplication.unionfind import connected_components
 from ctxkit.errors import InputError
 
-__all__ = ["exact_jaccard", "exact_pair_jaccard", "pair_jaccard", "shingle_sets"]
+__all__ = ["exact_pair_jaccard", "pair_jaccard", "shingle_sets"]
 
 
 def shingle_sets(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -348,16 +348,3 @@ def _frequent_values(values: np.ndarray, k: int) -> np.ndarray:
     counts = np.diff(np.r_[starts, len(v)])
     top = np.lexsort((v[starts], -counts))[:k]
     return v[starts[top[counts[top] >= 2]]]
-
-
-def exact_jaccard(
-    a: str, b: str, ngram: int = 5, unit: str = "char", normalization: Normalization | None = None
-) -> float:
-    """The exact Jaccard similarity of two texts' shingle sets (a reference for tests and evals)."""
-    va, vb = (
-        set(hash_values([t], ngram, unit, normalization, scheme="affine64")[0].tolist())
-        for t in (a, b)
-    )
-    if not va and not vb:
-        return 1.0
-    return len(va & vb) / len(va | vb)

@@ -22,7 +22,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ctxkit.deduplication.lsh import DEFAULT_MAX_BUCKET, choose_bands
@@ -184,12 +184,6 @@ class MinHashOptions(OptionSet):
     def signing(self) -> dict[str, Any]:
         """Keyword arguments of :func:`~ctxkit.deduplication.signatures.signatures`."""
         return {"num_perm": self.num_perm, "seed": self.seed, **self.shingling()}
-
-    def describe(self) -> dict[str, Any]:
-        """The options as plain data for reports (normalization as its fields)."""
-        out = asdict(self)
-        out["normalization"] = asdict(self.normalization or Normalization())
-        return out
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Clusters from similar pairs: union-find, connected components, representatives.
+"""Clusters from similar pairs: connected components and their representatives.
 
 Duplicates are transitive here on purpose: if a ~ b and b ~ c, all three form one cluster
 and one representative is kept, as in datasketch/text-dedup pipelines. Labels are the
@@ -18,51 +18,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["KEEP_RULES", "UnionFind", "connected_components", "keep_priority", "representatives"]
+__all__ = ["KEEP_RULES", "connected_components", "keep_priority", "representatives"]
 
 KEEP_RULES = ("first", "last", "longest")
-
-
-class UnionFind:
-    """Incremental union-find over 0..n-1 (grows on demand); the root is the smallest index.
-
-    Path halving keeps ``find`` near-constant; rooting at the smallest member keeps the
-    answer independent of the order of ``union`` calls.
-
-    Example:
-        >>> uf = UnionFind(4)
-        >>> uf.union(3, 1); uf.union(1, 2)
-        >>> [uf.find(i) for i in range(4)]
-        [0, 1, 1, 1]
-    """
-
-    def __init__(self, n: int = 0) -> None:
-        self.parent = list(range(n))
-
-    def __len__(self) -> int:
-        return len(self.parent)
-
-    def _grow(self, i: int) -> None:
-        if i >= len(self.parent):
-            self.parent.extend(range(len(self.parent), i + 1))
-
-    def find(self, i: int) -> int:
-        self._grow(i)
-        parent = self.parent
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    def union(self, i: int, j: int) -> None:
-        ri, rj = self.find(i), self.find(j)
-        if ri != rj:
-            lo, hi = (ri, rj) if ri < rj else (rj, ri)
-            self.parent[hi] = lo
-
-    def labels(self) -> np.ndarray:
-        """The root (smallest member) of every element."""
-        return np.array([self.find(i) for i in range(len(self.parent))], dtype=np.int64)
 
 
 def connected_components(n: int, pairs: np.ndarray) -> np.ndarray:
