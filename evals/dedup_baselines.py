@@ -1,5 +1,5 @@
 """The baselines a dedup user would pick instead of ctxkit, written the way they would write
-them, and how evals/dedup.py times everything side by side.
+them, and how ``python -m evals.dedup`` times everything side by side.
 
 - datasketch: ``MinHash.bulk`` over lower-cased character 5-grams, then ``MinHashLSH``
   insert and query (its own banding for the threshold); its default threshold is 0.9.

@@ -1,4 +1,5 @@
-"""Benchmark corpora for evals/dedup.py: real texts, injected near-duplicates, exact Jaccard join.
+"""Benchmark corpora for ``python -m evals.dedup``: real texts, injected near-duplicates,
+exact Jaccard join.
 
 Kept apart from the benchmark driver so tests and notebooks can build the same corpus.
 """

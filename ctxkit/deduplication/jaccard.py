@@ -152,9 +152,10 @@ class _ExactJaccard:
     Given the ``pairs`` it will score, the scorer picks the bitmap's shingles per connected
     component of those pairs (each component of at least ``group_min`` texts on its own, the
     small ones pooled): a bitmap of a few thousand shingles then covers each template
-    family, however many families a corpus holds. One choice for all texts covered fewer
-    of each family's shingles the more families a corpus held, so the time per pair grew
-    with the corpus. Any pair is exact, also across components (a slower path).
+    family, however many families a corpus holds (one choice for all texts would cover
+    fewer of each family's shingles the more families there are, and the time per pair
+    would grow with the corpus: ``python -m evals.dedup_stages``, "exact scorer build").
+    Any pair is exact, also across components (a slower path).
     """
 
     bitmap_bytes = 64 << 20  # memory for the frequent-shingle bitmaps, all texts together
@@ -197,8 +198,8 @@ class _ExactJaccard:
 
         # The texts are hashed again here, a block at a time, rather than kept from the
         # signature pass: only those in surviving pairs are needed (about a fifth of a
-        # templated corpus), and keeping every text's hashes took more fresh memory than the
-        # signatures themselves, which made the time per document grow with the corpus.
+        # templated corpus), and every text's hashes would take more memory than the
+        # signatures themselves, fresh pages whose cost grows with the corpus.
         def hashes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             values, offsets = hash_values([texts[i] for i in self.ids[order[rows]].tolist()],
                                           **options)
@@ -233,7 +234,7 @@ class _ExactJaccard:
             # a group's rare keys are at most its shingles: the sample's per text, scaled
             reserve += int(1.25 * size * len(values) / len(sample))
         # Room reserved for every key, filled in place: pages past the last key are never
-        # touched, while keys kept in parts and joined at the end were fresh memory twice.
+        # touched, and no key is copied a second time (parts joined at the end would be).
         rare = np.empty(reserve, dtype=np.uint64)
         filled = 0
         # Blocks of texts keep every temporary cache-sized, and each block's rare keys sort on
@@ -298,16 +299,14 @@ class _ExactJaccard:
     def __call__(self, pairs: np.ndarray, chunk: int | None = None) -> np.ndarray:
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         # scored in row order, results put back in the caller's: rows of a component lie
-        # together, so each pair's sets are read near the previous pair's; in the callers'
-        # order (most similar first) every read was a cache miss, more of them the larger
-        # the corpus
+        # together, so each pair's sets are read near the last pair's; the callers' order
+        # (most similar first) jumps across all rows, a cache miss per read on a large corpus
         rows = self._rows(pairs)
         by = np.argsort(rows[:, 0])
         pairs = rows[by]
         inter = _intersections(*self.rare, pairs)
-        # bitmap rows are copied about 2 MB at a time: a larger copy is fresh memory from the
-        # kernel on every call (beyond malloc's reuse), which grew the time per pair with
-        # the corpus
+        # bitmap rows are copied about 2 MB at a time, within malloc's reuse: a larger copy
+        # is fresh memory from the kernel on every call, a cost that grows with the corpus
         chunk = chunk or max(1, (1 << 21) // (8 * self.bits.shape[1]))
         for s in range(0, len(pairs), chunk):
             p = pairs[s : s + chunk]

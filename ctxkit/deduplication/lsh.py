@@ -85,8 +85,8 @@ def band_keys(sig: np.ndarray, bands: int, rows: int, block: int = 4096) -> np.n
     # column-major: candidate generation reads one band at a time, and a band's keys lying
     # contiguous make that read a copy instead of a strided gather through every row
     out = np.empty((bands, len(sig)), dtype=np.uint64).T
-    # blocks of rows keep every temporary cache-sized and reused: whole-corpus temporaries
-    # cost a fresh, page-faulted allocation each, which made this step grow with the corpus
+    # blocks of rows keep every temporary cache-sized and reused: a whole-corpus temporary
+    # is a fresh, page-faulted allocation each time, a cost that grows with the corpus
     with np.errstate(over="ignore"):
         for s in range(0, len(sig), block):
             key = sig[s : s + block, 0 : bands * rows : rows].astype(np.uint64)
@@ -236,8 +236,8 @@ def candidate_pairs(
     if live is not None:
         ids = ids[live]
     codes = []
-    # one counting table for every band (it is left zero): a fresh one per band was fresh
-    # memory from the kernel each time
+    # one counting table for every band (each band leaves it zero), so no band asks the
+    # kernel for fresh memory
     counts = np.zeros(1 << _slot_bits(len(ids)), dtype=np.uint8) if kernels.NUMBA else None
     # one band at a time: a column (copied contiguous) is the only temporary the size of n
     for band in range(keys.shape[1] if keys.ndim == 2 else 0):

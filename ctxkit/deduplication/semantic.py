@@ -12,8 +12,8 @@ Two ways to find the pairs:
 - ``"kmeans"``: SemDeDup (Abbas et al., 2023, arXiv:2303.09540): spherical k-means splits
   the embeddings into about sqrt(n) clusters and pairs are searched only inside clusters.
   Each text joins its ``n_assign`` nearest clusters, so a pair that straddles a boundary is
-  still found when both sit near it. The recall loss against ``"exact"`` is measured in
-  ``evals/dedup.py``. ``"auto"`` uses exact up to ``exact_max`` texts.
+  still found when both sit near it. The recall loss against ``"exact"`` is measured by
+  ``python -m evals.dedup`` (its semantic table). ``"auto"`` uses exact up to ``exact_max`` texts.
 
 Example:
     >>> emb = np.array([[1.0, 0.0], [0.99, 0.141], [0.0, 1.0]], dtype=np.float32)

@@ -245,10 +245,10 @@ def signatures(
     batches of at most ``batch_size`` texts and ``batch_chars`` characters (a longer text is
     a batch of its own). Deterministic for a given ``seed``; the batching never changes the
     result. Batches cut by characters keep every temporary to about a megabyte whatever the
-    texts' lengths, which the allocator hands back batch after batch: batches of 4,096
-    ordinary documents made temporaries of over ten megabytes, fresh pages from the kernel
-    each time, and that kernel time grew with the corpus. Short texts still come thousands
-    to a batch, so the fixed cost of a batch (about 0.15 ms) stays small per text.
+    texts' lengths, memory the allocator hands back batch after batch; temporaries of ten
+    megabytes and more are fresh pages from the kernel each time, a cost that grows with
+    the corpus (``python -m evals.dedup_stages``, "signatures"). Short texts still come
+    thousands to a batch, so the fixed cost of a batch stays small per text.
 
     Example:
         >>> s = signatures(["abc", "abc", ""], num_perm=8)
@@ -289,8 +289,8 @@ def _batches(lengths: Sequence[int], max_items: int, max_total: int) -> list[tup
 def empty_rows(sig: np.ndarray) -> np.ndarray:
     """True for signatures of texts without shingles (every entry the dtype maximum).
 
-    Only rows whose first entry is the maximum are compared whole: a comparison of the whole
-    matrix at once was a temporary a quarter of its size, fresh memory on every call.
+    Only rows whose first entry is the maximum are compared whole: comparing the whole
+    matrix at once would need a temporary a quarter of its size, fresh memory every call.
 
     Example:
         >>> empty_rows(np.array([[7, 2**32 - 1], [2**32 - 1] * 2], dtype=np.uint32)).tolist()
