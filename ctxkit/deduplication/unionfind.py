@@ -18,6 +18,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ctxkit.errors import InputError
+from ctxkit.options import bad_option
+
 __all__ = ["KEEP_RULES", "connected_components", "keep_priority", "representatives"]
 
 KEEP_RULES = ("first", "last", "longest")
@@ -35,7 +38,7 @@ def connected_components(n: int, pairs: np.ndarray) -> np.ndarray:
     if len(pairs) == 0:
         return np.arange(n, dtype=np.int64)
     if pairs.min() < 0 or pairs.max() >= n:
-        raise ValueError(f"pair indices must lie in [0, {n})")
+        raise InputError(f"pairs: pair indices must lie in [0, {n})")
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components as cc
 
@@ -65,9 +68,9 @@ def keep_priority(
     if scores is not None:
         scores = np.asarray(scores, dtype=np.float64)
         if scores.shape != (n,):
-            raise ValueError(f"scores must have one value per text ({n}), got shape {scores.shape}")
+            raise InputError(f"scores must have one value per text ({n}), got shape {scores.shape}")
         if np.isnan(scores).any():
-            raise ValueError("scores must not contain NaN")
+            raise InputError("scores must not contain NaN")
         return scores
     if keep == "first":
         return np.zeros(n)
@@ -75,9 +78,9 @@ def keep_priority(
         return np.arange(n, dtype=np.float64)
     if keep == "longest":
         if lengths is None:
-            raise ValueError("keep='longest' needs the text lengths")
+            raise InputError("keep='longest' needs the text lengths")
         return np.asarray(lengths, dtype=np.float64)
-    raise ValueError(f"keep must be one of {KEEP_RULES} (or pass scores=), got {keep!r}")
+    raise bad_option("keep", f" must be one of {KEEP_RULES} (or pass scores=), got {keep!r}")
 
 
 def representatives(labels: np.ndarray, priority: np.ndarray | None = None) -> np.ndarray:
