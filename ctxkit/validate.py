@@ -35,7 +35,6 @@ __all__ = [
     "non_negative_int",
     "optional_text",
     "positive_int",
-    "scorer_name",
     "seed",
     "text_or_texts",
     "texts",
@@ -138,18 +137,4 @@ def check_choice(value: Any, choices: Sequence[str], name: str) -> str:
     """
     if not isinstance(value, str) or value not in choices:
         raise bad_option(name, f" {value!r} is unknown; choose one of {', '.join(choices)}")
-    return value
-
-
-def scorer_name(value: Any, name: str = "scorer") -> Any:
-    """A registered scorer name, ``cross-encoder:<dir>``, or a scorer object (kept as is)."""
-    from ctxkit.compression.scorers import available_scorers
-
-    if isinstance(value, str):
-        known = available_scorers()
-        if value not in known and f"{value.partition(':')[0]}:<dir>" not in known:
-            raise bad_option(name, f" {value!r} is unknown; choose one of "
-                                   f"{', '.join(available_scorers())}")
-    elif value is None or not hasattr(value, "information"):
-        raise bad_option(name, f" must be a scorer name or a Scorer, got {_kind(value)}")
     return value

@@ -1,5 +1,5 @@
 """The baselines a dedup user would pick instead of ctxkit, written the way they would write
-them, and how evals/dedup.py times everything side by side.
+them, and how ``python -m evals.dedup`` times everything side by side.
 
 - datasketch: ``MinHash.bulk`` over lower-cased character 5-grams, then ``MinHashLSH``
   insert and query (its own banding for the threshold); its default threshold is 0.9.
@@ -157,8 +157,9 @@ def textdedup_removed(texts: list[str], threshold: float = 0.7, num_perm: int = 
     """
     from datasketch.lsh import _optimal_param
 
-    from ctxkit.deduplication.minhash import band_keys, candidate_pairs, empty_rows, signatures
+    from ctxkit.deduplication.lsh import band_keys, candidate_pairs
     from ctxkit.deduplication.normalize import Normalization
+    from ctxkit.deduplication.signatures import empty_rows, signatures
     from ctxkit.deduplication.unionfind import connected_components
 
     words = Normalization(punctuation=True)  # lower-cased alphanumeric tokens

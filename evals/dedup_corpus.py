@@ -1,4 +1,5 @@
-"""Benchmark corpora for evals/dedup.py: real texts, injected near-duplicates, exact Jaccard join.
+"""Benchmark corpora for ``python -m evals.dedup``: real texts, injected near-duplicates,
+exact Jaccard join.
 
 Kept apart from the benchmark driver so tests and notebooks can build the same corpus.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxkit.deduplication.minhash import hash_values
+from ctxkit.deduplication.signatures import hash_values
 from evals._common import data_dir
 
 __all__ = [

@@ -3,7 +3,7 @@
 ``python -m evals.dedup_oneshot TEXTS.pkl THRESHOLD`` loads a pickled list of texts, warms
 up on its first 300, times one run and prints ``{"user_us": .., "system_us": ..}`` per
 document (and the run's LSH candidates per document) as one JSON line.
-:func:`evals.dedup.bench_scaling` runs it once per size so that every size starts from the
+:func:`evals.dedup_scaling.bench_scaling` runs it once per size so that every size starts from the
 same state, as a ``ctxkit dedup`` command does: in one long process a small corpus reuses
 memory that malloc kept from the run before, and a large one (arrays past malloc's 32 MB
 reuse limit) takes fresh pages from the kernel every time.

@@ -1,7 +1,7 @@
 """Where MinHash dedup's time per document goes, stage by stage, as the corpus grows.
 
-``python -m evals.dedup_stages`` runs the stages of ``minhash_dedup`` one after another in one
-process (with numpy's huge-page advice off, as ``minhash_dedup`` runs) on the corpora of the
+``python -m evals.dedup_stages`` runs ``minhash_dedup`` in one process, timing each stage
+through its ``on_stage`` hook, on the corpora of the
 scaling check: a 25k templated resample and its replicas that share no letter or digit
 (1 and 32 copies by default), so every size holds the same work per document and a stage whose
 time per document grows with the corpus shows as such. Sizes alternate within each round
@@ -19,58 +19,38 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-STAGES = (
-    "signatures",
-    "band keys",
-    "candidate pairs",
-    "estimates",
-    "exact scorer build",
-    "linking with exact scores",
-    "connected components",
-)
+from ctxkit.deduplication.minhash import STAGES as MINHASH_STAGES
+
+# the stages of an exact-verified run on raw texts (no template stripping)
+STAGES = tuple(s for s in MINHASH_STAGES if s != "boilerplate")
 
 
 def stage_times(texts: Sequence[str], threshold: float) -> dict[str, list[float]]:
     """``{stage: [user_us, system_us]}`` per document, for one minhash dedup of ``texts`` with
-    exact verification, split where ``minhash_dedup`` calls one step after the next."""
-    from ctxkit.deduplication import minhash as mh
-    from ctxkit.deduplication.linking import link_pairs
-    from ctxkit.deduplication.options import MinHashOptions
-    from ctxkit.deduplication.unionfind import connected_components
-    from evals.dedup_oneshot import cpu_us_per_doc
+    exact verification, timed through ``minhash_dedup``'s ``on_stage`` hook."""
+    from ctxkit.deduplication.minhash import minhash_dedup
 
-    opts = MinHashOptions.build(None, threshold=threshold)
-    n = len(texts)
+    n = max(1, len(texts))
     times: dict[str, list[float]] = {}
 
-    def step(name: str, fn: Callable[[], Any]) -> Any:
-        out = []
-        times[name] = list(cpu_us_per_doc(lambda: out.append(fn()), n))
-        return out[0]
+    @contextmanager
+    def timed(name: str) -> Iterator[None]:
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        try:
+            yield
+        finally:
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            times[name] = [1e6 * (after.ru_utime - before.ru_utime) / n,
+                           1e6 * (after.ru_stime - before.ru_stime) / n]
 
-    @mh._without_huge_pages
-    def run() -> None:
-        sig = step("signatures", lambda: mh.signatures(texts, **opts.signing()))
-        bands, rows = opts.banding()
-        keys = step("band keys", lambda: mh.band_keys(sig, bands, rows))
-        cand = step("candidate pairs", lambda: mh.candidate_pairs(
-            keys, skip=mh.empty_rows(sig), max_bucket=opts.max_bucket))
-        margin = mh.verify_margin(threshold, opts.num_perm)
-        at, scores = step("estimates", lambda: mh._estimates_at_least(
-            sig, cand, threshold - margin, strict=True))
-        pairs = cand[at]
-        exact = step("exact scorer build", lambda: mh._ExactJaccard(
-            texts, pairs.ravel(), pairs, **opts.shingling()))
-        linked, _ = step("linking with exact scores", lambda: link_pairs(
-            n, pairs, scores, threshold, margin, exact, big=opts.max_bucket))
-        step("connected components", lambda: connected_components(n, linked))
-
-    run()
+    minhash_dedup(texts, threshold, verify="exact", on_stage=timed)
     return times
 
 
@@ -78,8 +58,8 @@ def corpora(base: int, copies: Sequence[int], seed: int) -> dict[int, list[str]]
     """The ``base``-document templated resample in each number of ``copies`` (disjoint
     alphabets), keyed by size."""
     from evals._common import data_dir
-    from evals.dedup import templated_mix
     from evals.dedup_corpus import disjoint_replicas, load_sources, synthetic_templated
+    from evals.dedup_sets import templated_mix
 
     rng = random.Random(seed)
     sources = load_sources(data_dir())

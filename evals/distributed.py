@@ -144,7 +144,7 @@ def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
     out["pack_block_bfd"] = {"items": n, "seconds": t, "per_s": n / t, "unit": "sequences"}
     out["tokens_per_text"] = float(lengths.mean())
     try:
-        from ctxkit.deduplication.minhash import choose_bands
+        from ctxkit.deduplication.lsh import choose_bands
         from ctxkit.distributed.minhash import (
             _band_rows,
             _bucket_pairs,
@@ -222,7 +222,7 @@ def peak_memory(texts: list[str], batch: int = 4096) -> dict[str, Any]:
         lambda: _pack_block({"_row": rows, "input_ids": col}, "input_ids", None, None, True,
                             PackOptions(capacity=2048, overflow="truncate")))
     try:
-        from ctxkit.deduplication.minhash import choose_bands
+        from ctxkit.deduplication.lsh import choose_bands
         from ctxkit.distributed.minhash import _band_rows, _bucket_pairs, _sign_block
     except ImportError:
         return out

@@ -42,7 +42,7 @@ assert ctxkit.compress("one. two. three.", budget=50).text
 assert ctxkit.compress_chat([{"role": "user", "content": "hi"}], budget=50).messages
 assert ctxkit.evaluate(texts, capacity=64, sections=("lengths",)).sections
 assert ctxkit.get_tokenizer("cl100k_base").count("hello") == 1
-assert ctxkit.kv_cache_bytes("llama-3.1-8b", 2).bytes == 262144
+assert ctxkit.kv_cache_bytes("llama-3.1-8b", 2) == 262144
 """
 
 
@@ -75,10 +75,7 @@ def test_import_is_light():
 # call has two (a model config and token counts; units and the query they are scored for;
 # the text and the budget it must fit; a model and the batch or token ids it is checked on).
 _POSITIONAL = {"kv_cache_bytes": 2, "Scorer.relevance": 2, "compress": 2, "compress_chat": 2,
-               "check_packing": 2, "freeze_token_rows": 2}
-# Signatures that another change makes keyword-only (the compression options and the KV-cache
-# package); strict, so the mark goes as soon as they are.
-_PENDING = {"kv_cache_bytes"}
+               "check_packing": 2, "freeze_token_rows": 2, "kv_cache_report": 2}
 
 
 def _public_callables():
@@ -101,10 +98,8 @@ def _public_callables():
                 yield f"{name}.{attr}", value
 
 
-@pytest.mark.parametrize("name,fn", [
-    pytest.param(n, f, marks=pytest.mark.xfail(strict=True, reason="keyword-only elsewhere"))
-    if n in _PENDING else (n, f) for n, f in _public_callables()
-], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("name,fn", list(_public_callables()),
+                         ids=lambda v: v if isinstance(v, str) else "")
 def test_options_are_keyword_only_after_the_data_argument(name, fn):
     import inspect
 

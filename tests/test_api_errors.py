@@ -237,14 +237,7 @@ def _memory_with_chat():
     return mem
 
 
-# Option values the option sets of another change check (MinHash, compression and chat
-# options, the scorer registry); strict, so each mark goes when its check raises OptionError.
-_PENDING = {"dedup-option", "scorer-unknown"}
-
-
-@pytest.mark.parametrize("call,names", [
-    pytest.param(c, n, id=i, marks=pytest.mark.xfail(strict=True, reason="checked elsewhere"))
-    if i in _PENDING else pytest.param(c, n, id=i) for i, c, n in CASES])
+@pytest.mark.parametrize("call,names", [pytest.param(c, n, id=i) for i, c, n in CASES])
 def test_bad_input_is_a_ctxkit_error_naming_the_argument(call, names):
     if names is None:
         call()  # the documented policy: an empty input gives an empty result, one str one text

@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxkit.compression.chat import CompressChatResult, compress_chat, count_chat_tokens
-from ctxkit.compression.scorers import IdfScorer
+from ctxkit.compression.idf import IdfScorer
 from ctxkit.errors import InputError
 from ctxkit.io.tokenizers import get_tokenizer
 

@@ -5,8 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.deduplication import kernels
-from ctxkit.deduplication import minhash as mh
+from ctxkit.deduplication import jaccard, kernels, lsh, minhash, verify
+from ctxkit.deduplication import signatures as sigs
+from ctxkit.errors import InputError
 from evals.dedup_corpus import synthetic_templated
 
 pytestmark = pytest.mark.skipif(not kernels.NUMBA, reason="numba is not installed")
@@ -28,16 +29,16 @@ def both(fn):
 @given(
     lengths=st.lists(st.integers(0, 40), min_size=1, max_size=60),
     num_perm=st.sampled_from([1, 7, 64, 128, 256]),
-    scheme=st.sampled_from(sorted(mh.SCHEMES)),
+    scheme=st.sampled_from(sorted(sigs.SCHEMES)),
     seed=st.integers(0, 2**16),
 )
 def test_signatures_from_hashes_equal_the_numpy_path(lengths, num_perm, scheme, seed):
-    dtype = mh.SCHEMES[scheme][0]
+    dtype = sigs.SCHEMES[scheme][0]
     offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
     values = np.random.default_rng(seed).integers(
         0, np.iinfo(dtype).max, offsets[-1], dtype=dtype, endpoint=True)
     compiled, reference = both(
-        lambda: mh.signatures_from_hashes(values, offsets, num_perm, seed, scheme))
+        lambda: sigs.signatures_from_hashes(values, offsets, num_perm, seed, scheme))
     assert compiled.dtype == reference.dtype
     np.testing.assert_array_equal(compiled, reference)
     # texts without values keep datasketch's empty signature
@@ -46,9 +47,9 @@ def test_signatures_from_hashes_equal_the_numpy_path(lengths, num_perm, scheme, 
 
 def test_signatures_from_hashes_refuse_offsets_past_the_values():
     with pytest.raises(ValueError, match="offsets"):
-        mh.signatures_from_hashes(np.arange(5, dtype=np.uint32), np.array([0, 3, 9]))
+        sigs.signatures_from_hashes(np.arange(5, dtype=np.uint32), np.array([0, 3, 9]))
     with pytest.raises(ValueError, match="offsets"):
-        mh.signatures_from_hashes(np.arange(5, dtype=np.uint32), np.array([0, 4, 2, 5]))
+        sigs.signatures_from_hashes(np.arange(5, dtype=np.uint32), np.array([0, 4, 2, 5]))
 
 
 @settings(max_examples=30, deadline=None)
@@ -60,11 +61,11 @@ def test_estimates_and_intersections_equal_the_numpy_paths(n, pairs, seed):
     pair = rng.integers(0, n, (pairs, 2))
     lengths = rng.integers(0, 30, n)
     values = rng.integers(0, 50, lengths.sum(), dtype=np.uint32)
-    keys, set_offsets = mh.shingle_sets(values, np.r_[0, np.cumsum(lengths)])
+    keys, set_offsets = jaccard.shingle_sets(values, np.r_[0, np.cumsum(lengths)])
     compiled, reference = both(lambda: (
-        mh.estimate_jaccard(sig, pair), mh._estimates_at_least(sig, pair, 0.3),
-        mh._estimates_at_least(sig, pair, 0.3, strict=True),
-        mh.pair_jaccard(keys, set_offsets, pair)))
+        verify.estimate_jaccard(sig, pair), verify._estimates_at_least(sig, pair, 0.3),
+        verify._estimates_at_least(sig, pair, 0.3, strict=True),
+        jaccard.pair_jaccard(keys, set_offsets, pair)))
     np.testing.assert_array_equal(compiled[0], reference[0])
     for (at, scores), (ref_at, ref_scores) in zip(compiled[1:3], reference[1:3]):
         np.testing.assert_array_equal(at, ref_at)
@@ -78,8 +79,8 @@ def test_shared_buckets_equal_the_numpy_path(n, distinct, seed):
     rng = np.random.default_rng(seed)
     # keys drawn from a few values make true buckets; uniform top bits make chance slot-mates
     col = rng.choice(rng.integers(0, 2**64, distinct, dtype=np.uint64), n)
-    counts = np.zeros(1 << mh._slot_bits(n), dtype=np.uint8)
-    compiled, reference = both(lambda: (mh._shared_buckets(col, counts), mh._shared_buckets(col)))
+    counts = np.zeros(1 << lsh._slot_bits(n), dtype=np.uint8)
+    compiled, reference = both(lambda: (lsh._shared_buckets(col, counts), lsh._shared_buckets(col)))
     for got in compiled:
         want = reference[0]
         # the same buckets with the same members (the order inside a bucket is free)
@@ -94,11 +95,11 @@ def test_shared_buckets_equal_the_numpy_path(n, distinct, seed):
 def test_compiled_loops_refuse_rows_out_of_range():
     sig = np.zeros((3, 8), dtype=np.uint32)
     for bad in ([[0, 3]], [[-1, 0]]):
-        with pytest.raises(IndexError, match="rows"):
-            mh.estimate_jaccard(sig, np.array(bad))
-    keys, set_offsets = mh.shingle_sets(np.arange(4, dtype=np.uint32), np.array([0, 2, 4]))
-    with pytest.raises(IndexError, match="rows"):
-        mh.pair_jaccard(keys, set_offsets, np.array([[0, 2]]))
+        with pytest.raises(InputError, match="rows"):
+            verify.estimate_jaccard(sig, np.array(bad))
+    keys, set_offsets = jaccard.shingle_sets(np.arange(4, dtype=np.uint32), np.array([0, 2, 4]))
+    with pytest.raises(InputError, match="rows"):
+        jaccard.pair_jaccard(keys, set_offsets, np.array([[0, 2]]))
 
 
 @pytest.mark.parametrize("threshold", [0.5, 0.7, 0.8])
@@ -108,7 +109,7 @@ def test_minhash_dedup_of_templated_records_equals_the_numpy_path(threshold):
     records = synthetic_templated(600, random.Random(3))
     # records that share a template, and near copies of some of them
     texts = records + [r.replace("query", "the query", 1) + " thanks" for r in records[:150]]
-    compiled, reference = both(lambda: mh.minhash_dedup(texts, threshold))
+    compiled, reference = both(lambda: minhash.minhash_dedup(texts, threshold))
     np.testing.assert_array_equal(compiled.duplicate_of, reference.duplicate_of)
     np.testing.assert_array_equal(compiled.similarity, reference.similarity)
     assert compiled.info == reference.info

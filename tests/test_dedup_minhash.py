@@ -8,32 +8,85 @@ from datasketch import LeanMinHash, MinHash, MinHashLSH
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.deduplication.minhash import (
+from ctxkit.deduplication.interop import datasketch_hashfunc, from_datasketch, to_datasketch
+from ctxkit.deduplication.jaccard import pair_jaccard, shingle_sets
+from ctxkit.deduplication.lsh import (
     band_keys,
     candidate_pairs,
     candidate_probability,
     choose_bands,
-    datasketch_hashfunc,
+)
+from ctxkit.deduplication.minhash import minhash_dedup
+from ctxkit.deduplication.normalize import Normalization, normalize_texts
+from ctxkit.deduplication.shingle import shingle_hash, shingle_hashes, shingles
+from ctxkit.deduplication.signatures import (
     empty_rows,
-    estimate_jaccard,
-    exact_jaccard,
-    from_datasketch,
     hash_values,
-    match_upper_bounds,
-    minhash_dedup,
-    pair_jaccard,
     permutations,
-    shingle_sets,
     signatures,
     signatures_from_hashes,
-    to_datasketch,
+)
+from ctxkit.deduplication.unionfind import connected_components, representatives
+from ctxkit.deduplication.verify import (
+    estimate_jaccard,
+    match_upper_bounds,
     verify_margin,
     verify_pairs,
     verify_pairs_exact,
 )
-from ctxkit.deduplication.normalize import Normalization, normalize_texts
-from ctxkit.deduplication.shingle import shingle_hash, shingle_hashes, shingles
-from ctxkit.deduplication.unionfind import UnionFind, connected_components, representatives
+
+
+def exact_jaccard(
+    a: str, b: str, ngram: int = 5, unit: str = "char", normalization: Normalization | None = None
+) -> float:
+    """The exact Jaccard similarity of two texts' shingle sets, one Python set each: the
+    reference the vectorized scorers are checked against."""
+    va, vb = (
+        set(hash_values([t], ngram, unit, normalization, scheme="affine64")[0].tolist())
+        for t in (a, b)
+    )
+    if not va and not vb:
+        return 1.0
+    return len(va & vb) / len(va | vb)
+
+
+class UnionFind:
+    """Union-find over 0..n-1 (grows on demand), rooted at the smallest index: the reference
+    :func:`connected_components` is checked against.
+
+    Path halving keeps ``find`` near-constant; rooting at the smallest member keeps the
+    answer independent of the order of ``union`` calls.
+
+    """
+
+    def __init__(self, n: int = 0) -> None:
+        self.parent = list(range(n))
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    def _grow(self, i: int) -> None:
+        if i >= len(self.parent):
+            self.parent.extend(range(len(self.parent), i + 1))
+
+    def find(self, i: int) -> int:
+        self._grow(i)
+        parent = self.parent
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union(self, i: int, j: int) -> None:
+        ri, rj = self.find(i), self.find(j)
+        if ri != rj:
+            lo, hi = (ri, rj) if ri < rj else (rj, ri)
+            self.parent[hi] = lo
+
+    def labels(self) -> np.ndarray:
+        """The root (smallest member) of every element."""
+        return np.array([self.find(i) for i in range(len(self.parent))], dtype=np.int64)
+
 
 TEXT = st.text(alphabet="ab c\té\U0001f600\u3000x", max_size=14)
 
@@ -170,7 +223,7 @@ def test_pair_jaccard_is_exact():
 def test_exact_scorer_with_frequent_shingle_bitmaps_is_exact(monkeypatch, bitmap_bytes):
     """Templated records: most shingles are a shared template's, kept as bitmap bits; the
     rest are looked up. Any split (none, a few words, the full 64) gives the exact Jaccard."""
-    from ctxkit.deduplication.minhash import _ExactJaccard
+    from ctxkit.deduplication.jaccard import _ExactJaccard
 
     monkeypatch.setattr(_ExactJaccard, "bitmap_bytes", bitmap_bytes)
     rng = random.Random(9)
@@ -193,7 +246,7 @@ def test_exact_scorer_with_bitmaps_per_component_is_exact_across_components(
     shingles per connected component (small components pooled). Bits then mean different
     shingles in different components, so a pair across two components (which callers never
     ask for, but may) takes the slow path; every pair stays exact."""
-    from ctxkit.deduplication.minhash import _ExactJaccard
+    from ctxkit.deduplication.jaccard import _ExactJaccard
 
     monkeypatch.setattr(_ExactJaccard, "bitmap_bytes", bitmap_bytes)
     monkeypatch.setattr(_ExactJaccard, "group_min", 4)
@@ -227,7 +280,7 @@ def test_exact_scorer_when_normalization_lengthens_texts():
     must grow. Both stay exact."""
     import unicodedata
 
-    from ctxkit.deduplication.minhash import _ExactJaccard
+    from ctxkit.deduplication.jaccard import _ExactJaccard
 
     rng = random.Random(3)
     long = [c for c in map(chr, range(0x2000, 0x10000))
@@ -463,7 +516,7 @@ def test_bad_parameters():
     st.lists(st.integers(0, 50), max_size=40), st.integers(1, 6), st.integers(1, 60)
 )
 def test_signature_batches_cover_every_text_once_within_their_limits(lengths, items, total):
-    from ctxkit.deduplication.minhash import _batches
+    from ctxkit.deduplication.signatures import _batches
 
     spans = _batches(lengths, items, total)
     assert [i for a, b in spans for i in range(a, b)] == list(range(len(lengths)))
@@ -514,3 +567,64 @@ def test_minhash_dedup_turns_numpy_huge_page_advice_off_and_restores_it(monkeypa
         assert seen == [False, True]
     finally:
         setter(before)
+
+
+def test_huge_page_advice_is_restored_after_concurrent_calls(monkeypatch):
+    import threading
+
+    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
+    setter = np._core.multiarray._set_madvise_hugepage
+    texts = [f"record {i} with some words in it" for i in range(300)]
+    before = setter(True)
+    try:
+        errors = []
+
+        def run():
+            try:
+                minhash_dedup(texts, threshold=0.7)
+            except Exception as exc:  # noqa: BLE001  (reported below)
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not errors and not any(t.is_alive() for t in threads)
+        assert setter(True) is True  # the last call out put the advice back
+    finally:
+        setter(before)
+
+
+def test_on_stage_wraps_every_stage_in_order():
+    from contextlib import contextmanager
+
+    from ctxkit.deduplication.minhash import STAGES
+
+    entered, left = [], []
+
+    @contextmanager
+    def hook(name):
+        entered.append(name)
+        yield
+        left.append(name)
+
+    texts = ["a b c d e f g", "a b c d e f g h", "x y z"]
+    res = minhash_dedup(texts, threshold=0.7, on_stage=hook)
+    assert res.keep.tolist() == [0, 2]
+    assert entered == left == [s for s in STAGES if s != "boilerplate"]
+    entered.clear()
+    minhash_dedup(texts, verify="estimate", boilerplate=0.5, on_stage=hook,
+                  sig=signatures(texts))
+    assert entered == ["boilerplate", "band keys", "candidate pairs", "estimates",
+                       "connected components", "representatives"]
+
+
+def test_to_datasketch_without_datasketch_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "datasketch", None)  # import datasketch now fails
+    with pytest.raises(ImportError, match=r"pip install 'ctxkit\[datasketch\]'"):
+        to_datasketch(signatures(["some text"], num_perm=8))
+    # everything else works without it
+    assert minhash_dedup(["a b c d e f g", "a b c d e f g h"]).n_removed == 1

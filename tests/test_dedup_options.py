@@ -12,6 +12,7 @@ from ctxkit.deduplication.boilerplate import strip_boilerplate
 from ctxkit.deduplication.minhash import minhash_dedup
 from ctxkit.deduplication.options import DEFAULT_THRESHOLD, MinHashOptions
 from ctxkit.deduplication.result import cluster_warnings
+from ctxkit.errors import OptionError
 from evals._common import data_dir
 
 TOOLFORMER = (data_dir() or Path("/nonexistent")) / "gpteacher/toolformer-dedupe-only-dataset.json"
@@ -113,3 +114,22 @@ def test_real_toolformer_records_stay_linear_and_match_exhaustive_pairs():
     assert set(res.removed.tolist()) <= set(full.removed.tolist())
     assert res.n_removed >= 0.98 * full.n_removed
     assert np.all(res.pair_scores >= 0.8)
+
+
+def test_dedup_routes_each_option_set_to_its_method():
+    from ctxkit.deduplication.options import MinHashOptions, SemanticOptions
+
+    texts = ["the cat sat on the mat today", "the cat sat on the mat yesterday", "a dog barked"]
+
+    class Encoder:  # no model: texts 0 and 1 embed alike, 2 apart
+        def encode(self, batch):
+            return np.array([[1.0, 0.0] if "cat" in t else [0.0, 1.0] for t in batch])
+
+    both = ctxkit.dedup(texts, method=["minhash", "semantic"], encoder=Encoder(),
+                        options=[MinHashOptions(threshold=0.99), SemanticOptions(threshold=0.99)])
+    assert both.keep.tolist() == [0, 2]
+    assert both.method[1] == "semantic"  # MinHash at 0.99 left the pair to the semantic stage
+    alone = ctxkit.dedup(texts, method="minhash", options=MinHashOptions(threshold=0.5))
+    assert alone.keep.tolist() == [0, 2] and alone.method[1] == "minhash"
+    with pytest.raises(OptionError, match="not the option set of any selected method"):
+        ctxkit.dedup(texts, method="exact", options=SemanticOptions())

@@ -161,7 +161,8 @@ def test_pair_similarity_on_the_hash_shuffle_path(ray_session):
     """Ray's default hash shuffle (aggregator actors): every group stays whole."""
     from ray.data.context import ShuffleStrategy
 
-    from ctxkit.deduplication.minhash import estimate_jaccard, signatures
+    from ctxkit.deduplication.signatures import signatures
+    from ctxkit.deduplication.verify import estimate_jaccard
 
     texts = _near_duplicate_corpus(60, seed=4)
     sig = signatures(texts, num_perm=32, seed=1)

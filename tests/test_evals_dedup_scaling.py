@@ -86,7 +86,7 @@ def test_disjoint_replicas_hold_the_same_work_per_document():
 def test_scaling_reference_sandwiches_a_baseline_on_the_same_replicas():
     """The baseline's growth on the replicas, read beside ctxkit's: the same sandwich (the
     smallest size before and after each larger one, every other round largest first)."""
-    from evals.dedup import _markdown_reference, scaling_reference
+    from evals.dedup_scaling import _markdown_reference, scaling_reference
 
     calls = []
 

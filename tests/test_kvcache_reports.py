@@ -70,7 +70,7 @@ def test_compress_job_text_and_records(tmp_path):
                        budget=30, scorer="idf", kv_model="llama-3.1-8b")
     rows = dict(rep.summary())
     assert rows["KV cache before (llama-3.1-8b, bfloat16)"] == \
-        ctxkit.evaluation.kvcache.format_bytes(rep.original_tokens * LLAMA3)
+        ctxkit.kvcache.accounting.format_bytes(rep.original_tokens * LLAMA3)
     saved = (rep.original_tokens - rep.compressed_tokens) * LLAMA3
     share = 1 - rep.compressed_tokens / rep.original_tokens
     assert rows["KV cache saved"].endswith(f"({share:.1%})")
@@ -108,7 +108,7 @@ def test_chat_job_replay_reports_each_turn(tmp_path):
     assert report["kv_cache"]["before_bytes"] == rep.original_tokens * LLAMA3
     assert report["turns"][-1]["window_kv_bytes"] == rep.compressed_tokens * LLAMA3
     assert dict(rep.summary())["KV cache after"] == \
-        ctxkit.evaluation.kvcache.format_bytes(rep.compressed_tokens * LLAMA3)
+        ctxkit.kvcache.accounting.format_bytes(rep.compressed_tokens * LLAMA3)
     # without --kv-model nothing changes
     plain = run_chat(Source(src), Target(tmp_path / "o2.json"), budget=200, keep_last=1,
                      scorer="idf", replay=True)

@@ -3,6 +3,7 @@ import os
 import numpy as np
 import pytest
 
+from ctxkit.compression.idf import IdfScorer
 from ctxkit.compression.prune import compress
 from ctxkit.compression.relevance import (
     Relevance,
@@ -11,7 +12,6 @@ from ctxkit.compression.relevance import (
     lexical_relevance,
     spread_to_neighbors,
 )
-from ctxkit.compression.scorers import IdfScorer
 from ctxkit.io.tokenizers import get_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -25,9 +25,9 @@ class BudgetedResult:
     def kv_cache(self, model: Any, dtype: str = "bfloat16") -> Any:
         """The KV cache of the original and the compressed input for ``model`` (a preset
         name, ``config.json``, model directory or config dict): a
-        :class:`~ctxkit.evaluation.kvcache.KVCacheChange`. Tokens are counted by the tokenizer
+        :class:`~ctxkit.kvcache.accounting.KVCacheChange`. Tokens are counted by the tokenizer
         the compression used; pass the model's own (``hf:<dir>``) for exact figures."""
-        from ctxkit.evaluation.kvcache import kv_cache_change
+        from ctxkit.kvcache.accounting import kv_cache_change
 
         return kv_cache_change(model, self.original_tokens, self.compressed_tokens, dtype)
 

@@ -60,7 +60,8 @@ from ctxkit.compression.chat_features import ChatFeatures, billed_tokens
 from ctxkit.compression.options import DEFAULT_SCORER, ChatOptions, check_budget
 from ctxkit.compression.prune import compress
 from ctxkit.compression.relevance import spread_to_neighbors
-from ctxkit.compression.scorers import Scorer
+from ctxkit.compression.scorer_base import Scorer
+from ctxkit.compression.scorers import check_scorer
 from ctxkit.io.messages import is_courtesy
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
@@ -208,7 +209,7 @@ def compress_chat(
         scorer=scorer, per_message=per_message, reply_priming=reply_priming, shorten=shorten,
         min_shortened=min_shortened, dedup_threshold=dedup_threshold, query_weight=query_weight,
         neighbors=neighbors, whole_share=whole_share, word_keep=word_keep, alternate=alternate)
-    validate.scorer_name(opts.scorer)
+    check_scorer(opts.scorer)
     return select(messages, budget, opts, ChatFeatures(opts.tokenizer, opts.scorer), query)
 
 

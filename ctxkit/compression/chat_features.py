@@ -28,7 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.compression.scorers import IdfScorer, LMScorer, Scorer, get_scorer
+from ctxkit.compression.idf import IdfScorer
+from ctxkit.compression.lm_scorer import LMScorer
+from ctxkit.compression.scorer_base import Scorer
+from ctxkit.compression.scorers import get_scorer
 from ctxkit.errors import InputError
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
@@ -102,8 +105,8 @@ class ChatFeatures:
     # -- near duplicates ----------------------------------------------------------------------
 
     def _shingle_sets(self, texts: Sequence[str]) -> list[np.ndarray]:
-        from ctxkit.deduplication.minhash import hash_values
         from ctxkit.deduplication.normalize import Normalization
+        from ctxkit.deduplication.signatures import hash_values
 
         todo = list(dict.fromkeys(t for t in texts if t not in self._shingles))
         if todo:

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit.compression.idf import IdfScorer
 from ctxkit.compression.relevance import _unit_range
-from ctxkit.compression.scorers import IdfScorer
+from ctxkit.options import bad_option
 
 __all__ = ["CrossEncoderScorer"]
 
@@ -50,13 +51,13 @@ class CrossEncoderScorer(IdfScorer):
 
         super().__init__(table=table)
         if isinstance(model, str) and not model:
-            raise ValueError("cross-encoder scorer needs a model directory: "
-                             "cross-encoder:<dir>")
+            raise bad_option("model", ": the cross-encoder scorer needs a model directory: "
+                                      "cross-encoder:<dir>")
         self.classifier = PackedClassifier(model, device=device, dtype=dtype,
                                            batch_tokens=batch_tokens)
         if self.classifier.num_labels not in (1, 2):
-            raise ValueError(f"a cross-encoder scorer needs a model with 1 or 2 labels; "
-                             f"{model} has {self.classifier.num_labels}")
+            raise bad_option("model", f": a cross-encoder scorer needs a model with 1 or 2 "
+                                      f"labels; {model} has {self.classifier.num_labels}")
         self._cache: dict[tuple[str, str], float] = {}
 
     def logits(self, units: Sequence[str], query: str) -> np.ndarray:

@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 
 from ctxkit import validate
-from ctxkit.compression.scorers import Scorer, get_scorer
+from ctxkit.compression.scorer_base import Scorer
+from ctxkit.compression.scorers import get_scorer
 from ctxkit.errors import InputError
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
@@ -211,7 +212,7 @@ def density(
     """
     texts = validate.text_or_texts(text_or_texts, "text_or_texts")
     tok = resolve_tokenizer(tokenizer)
-    sc = None if scorer is None else get_scorer(validate.scorer_name(scorer))
+    sc = None if scorer is None else get_scorer(scorer)
     per_text = text_densities(texts, tokenizer=tok, scorer=sc, n=n)
     dup = near_duplicates(texts, threshold) if len(texts) > 1 else [-1] * len(texts)
     tokens = [t.tokens for t in per_text]
@@ -254,7 +255,7 @@ def text_densities(
 
 
 def _novelty(texts: list[str]) -> list[float]:
-    from ctxkit.compression.scorers import embed
+    from ctxkit.compression.relevance import embed
 
     if len(texts) == 1:
         return [1.0]

@@ -43,7 +43,8 @@ from ctxkit import validate
 from ctxkit.compression.chat import CompressChatResult, select
 from ctxkit.compression.chat_features import ChatFeatures
 from ctxkit.compression.options import DEFAULT_SCORER, ChatOptions, check_budget
-from ctxkit.compression.scorers import Scorer, available_scorers
+from ctxkit.compression.scorer_base import Scorer
+from ctxkit.compression.scorers import available_scorers
 from ctxkit.errors import InputError
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
@@ -122,7 +123,7 @@ class ChatMemory:
                  budget: int | None = None) -> Any:
         """KV-cache memory of the whole conversation and of the window :meth:`compress` returns
         now, for ``model`` (a preset name, ``config.json``, model directory or config dict): a
-        :class:`~ctxkit.evaluation.kvcache.KVCacheChange`. It compresses, which after the
+        :class:`~ctxkit.kvcache.accounting.KVCacheChange`. It compresses, which after the
         window was just computed costs the selection only (the features are cached).
 
         Example:

@@ -50,11 +50,14 @@ from typing import Any
 import numpy as np
 
 from ctxkit import validate
+from ctxkit.compression.atoms import atoms, is_protected
 from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.density import near_duplicates
 from ctxkit.compression.options import GRANULARITIES, CompressOptions, check_budget
 from ctxkit.compression.relevance import lexical_relevance
-from ctxkit.compression.scorers import Scorer, atoms, get_scorer, is_protected, tfidf_similarity
+from ctxkit.compression.scorer_base import Scorer
+from ctxkit.compression.scorers import check_scorer, get_scorer
+from ctxkit.compression.tfidf import tfidf_similarity
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = [
@@ -433,7 +436,7 @@ def compress(
         force_keep=force_keep, reorder=reorder, token_drop=token_drop,
         dedup_threshold=dedup_threshold, redundancy=redundancy, query_weight=query_weight)
     tokenizer, granularity, reorder = opts.tokenizer, opts.granularity, opts.reorder
-    scorer = validate.scorer_name(opts.scorer)
+    scorer = check_scorer(opts.scorer)
     token_drop, dedup_threshold = opts.token_drop, opts.dedup_threshold
     redundancy, query_weight = opts.redundancy, opts.query_weight
     force = list(opts.force_keep)

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ctxkit.options import bad_option
+
 __all__ = ["MIN_COUNT", "Boilerplate", "strip_boilerplate"]
 
 MIN_COUNT = 5  # a line seen in fewer records is never called boilerplate
@@ -76,7 +78,7 @@ def strip_boilerplate(
     lines are kept (they carry no shingles of their own).
     """
     if not 0.0 < min_share <= 1.0:
-        raise ValueError(f"min_share must be in (0, 1], got {min_share!r}")
+        raise bad_option("min_share", f" must be in (0, 1], got {min_share!r}")
     split = [[line.strip() for line in t.split("\n")] for t in texts]
     seen: Counter[str] = Counter()
     for lines in split:

@@ -61,7 +61,8 @@ def link_pairs(
     todo = todo[np.argsort(-scores[todo], kind="stable")]
     # Components are kept over the texts that occur in pairs only, and each round merges in
     # just the pairs linked since the last: the rounds grow in number with the log of the
-    # pairs, and redoing all ``n`` texts and links every round made the time per text grow.
+    # pairs, so redoing all ``n`` texts and links every round would make the time per text
+    # grow with the corpus.
     local = _local_ids(n, pairs)
     labels = np.arange(local.max() + 1 if len(local) else 0)
     fresh = np.flatnonzero(linked)  # links not yet merged into ``labels``

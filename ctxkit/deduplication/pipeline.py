@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ctxkit import validate
-from ctxkit.deduplication.options import DEFAULT_THRESHOLD, MinHashOptions
+from ctxkit.deduplication.options import DEFAULT_THRESHOLD, MinHashOptions, SemanticOptions
 from ctxkit.deduplication.result import DedupResult, combine_stages
 from ctxkit.errors import InputError, OptionError
 
@@ -100,6 +100,26 @@ def _accepted(name: str, fn: Callable[..., DedupResult]) -> set[str]:
     return params | MinHashOptions.names() if name == "minhash" else params
 
 
+# the option set each method takes through ``options=``
+_OPTION_SETS = {"minhash": MinHashOptions, "semantic": SemanticOptions}
+
+
+def _option_sets(given: Any, names: Sequence[str]) -> dict[str, Any]:
+    """``options=`` (one option set or several) routed to the stages by type."""
+    if given is None:
+        return {}
+    items = list(given) if isinstance(given, (list, tuple)) else [given]
+    out: dict[str, Any] = {}
+    for item in items:
+        name = next((n for n in names if isinstance(item, _OPTION_SETS.get(n, ()))), None)
+        if name is None:
+            raise OptionError("options", f"options: a {type(item).__name__} is not the option "
+                                         f"set of any selected method ({', '.join(names)}); "
+                                         "give MinHashOptions and/or SemanticOptions")
+        out[name] = item
+    return out
+
+
 def dedup(
     texts: Sequence[str],
     *,
@@ -133,6 +153,9 @@ def dedup(
             every other :class:`~ctxkit.deduplication.options.MinHashOptions` field...);
             an option no selected stage accepts is an error. ``result.warnings`` says when
             one cluster swallowed a large share of the input (usually a shared template).
+            ``options=`` takes a :class:`~ctxkit.deduplication.options.MinHashOptions`, a
+            :class:`~ctxkit.deduplication.options.SemanticOptions` or a list of both; each
+            goes to its method.
 
     Example:
         >>> texts = ["Hello world", "hello  world", "Hello world!!", "Bye"]
@@ -156,8 +179,9 @@ def dedup(
 
         base = options.pop("normalization", None) or Normalization()
         options["normalization"] = base.with_options(**{k: options.pop(k) for k in norm_keys})
+    option_sets = _option_sets(options.pop("options", None), names)
     stages = [(name, _stage(name)) for name in names]
-    accepted = {name: _accepted(name, fn) for name, fn in stages}
+    accepted = {name: _accepted(name, fn) - {"options"} for name, fn in stages}
     unused = set(options) - set().union(*accepted.values())
     if unused:
         raise OptionError(", ".join(sorted(unused)),
@@ -168,8 +192,12 @@ def dedup(
     for name, fn in stages:
         sub = [texts[i] for i in alive]
         kwargs = {k: v for k, v in options.items() if k in accepted[name]}
+        if name in option_sets:
+            kwargs["options"] = option_sets[name]
         thr = _threshold(threshold, name)
-        if thr is not None:
+        # an option set carries its own threshold unless one is given for this method
+        given = threshold is not None and (not isinstance(threshold, Mapping) or name in threshold)
+        if thr is not None and (given or name not in option_sets):
             kwargs["threshold"] = thr
         res = fn(sub, keep=keep, scores=None if score_arr is None else score_arr[alive], **kwargs)
         results.append((alive, res))

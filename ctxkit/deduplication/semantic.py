@@ -12,8 +12,8 @@ Two ways to find the pairs:
 - ``"kmeans"``: SemDeDup (Abbas et al., 2023, arXiv:2303.09540): spherical k-means splits
   the embeddings into about sqrt(n) clusters and pairs are searched only inside clusters.
   Each text joins its ``n_assign`` nearest clusters, so a pair that straddles a boundary is
-  still found when both sit near it. The recall loss against ``"exact"`` is measured in
-  ``evals/dedup.py``. ``"auto"`` uses exact up to ``exact_max`` texts.
+  still found when both sit near it. The recall loss against ``"exact"`` is measured by
+  ``python -m evals.dedup`` (its semantic table). ``"auto"`` uses exact up to ``exact_max`` texts.
 
 Example:
     >>> emb = np.array([[1.0, 0.0], [0.99, 0.141], [0.0, 1.0]], dtype=np.float32)
@@ -28,10 +28,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ctxkit.deduplication.options import DEFAULT_SEMANTIC_THRESHOLD, PARTITIONS, SemanticOptions
 from ctxkit.deduplication.result import DedupResult, result_from_representatives
 from ctxkit.deduplication.unionfind import connected_components, keep_priority, representatives
 from ctxkit.embedding.vectors import Encoder, default_encoder, embed
 from ctxkit.embedding.vectors import unit_rows as _normalize
+from ctxkit.errors import InputError
 
 __all__ = [
     "PARTITIONS",
@@ -43,8 +45,7 @@ __all__ = [
     "semantic_dedup",
 ]
 
-PARTITIONS = ("auto", "exact", "kmeans")
-DEFAULT_THRESHOLD = 0.9
+DEFAULT_THRESHOLD = DEFAULT_SEMANTIC_THRESHOLD
 
 
 def pairs_exact(
@@ -150,6 +151,7 @@ def semantic_dedup(
     block: int = 2048,
     keep: str = "first",
     scores: Sequence[float] | None = None,
+    options: SemanticOptions | None = None,
 ) -> DedupResult:
     """Remove paraphrases: texts whose embeddings have cosine >= ``threshold``.
 
@@ -162,6 +164,9 @@ def semantic_dedup(
         partition: ``"exact"``, ``"kmeans"`` (SemDeDup) or ``"auto"`` (exact up to
             ``exact_max`` texts).
         keep, scores: the representative rule, as for every dedup method.
+        options: a :class:`~ctxkit.deduplication.options.SemanticOptions` (``threshold``,
+            ``partition``, ``exact_max``, ``n_clusters``, ``n_assign``, ``seed``, ``block``);
+            a keyword given with a value other than its default overrides it.
 
     Example:
         >>> class Toy:
@@ -170,22 +175,23 @@ def semantic_dedup(
         >>> semantic_dedup(["aa", "bb", "a" * 50], encoder=Toy(), threshold=0.99).keep.tolist()
         [0, 2]
     """
-    if not -1.0 <= threshold <= 1.0:
-        raise ValueError(f"threshold is a cosine similarity in [-1, 1], got {threshold!r}")
-    if partition not in PARTITIONS:
-        raise ValueError(f"partition must be one of {PARTITIONS}, got {partition!r}")
+    opts = SemanticOptions.resolve(
+        options, threshold=threshold, partition=partition, exact_max=exact_max,
+        n_clusters=n_clusters, n_assign=n_assign, seed=seed, block=block)
+    threshold, block = opts.threshold, opts.block
     n = len(texts)
     emb = embed(texts, encoder) if embeddings is None else _normalize(embeddings)
     if len(emb) != n:
-        raise ValueError(f"embeddings have {len(emb)} rows for {n} texts")
-    use = "exact" if partition == "exact" or (partition == "auto" and n <= exact_max) else "kmeans"
+        raise InputError(f"embeddings have {len(emb)} rows for {n} texts")
+    use = "exact" if opts.partition == "exact" or (
+        opts.partition == "auto" and n <= opts.exact_max) else "kmeans"
     if n < 2:
         pairs, cos = np.empty((0, 2), np.int64), np.empty(0)
     elif use == "exact":
         pairs, cos = pairs_exact(emb, threshold, block)
         pairs, cos = _sorted_unique(pairs, cos)
     else:
-        pairs, cos = pairs_kmeans(emb, threshold, n_clusters, n_assign, seed, block)
+        pairs, cos = pairs_kmeans(emb, threshold, opts.n_clusters, opts.n_assign, opts.seed, block)
     labels = connected_components(n, pairs)
     lengths = [len(t) for t in texts] if keep == "longest" and scores is None else None
     rep = representatives(labels, keep_priority(keep, n, lengths=lengths, scores=scores))

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ctxkit.options import bad_option
+
 __all__ = ["UNITS", "fmix64", "shingle_hash", "shingle_hashes", "shingles"]
 
 UNITS = ("char", "word")
@@ -113,9 +115,9 @@ def shingles(text: str, n: int = 5, unit: str = "char") -> list:
 
 def _check(n: int, unit: str) -> None:
     if unit not in UNITS:
-        raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+        raise bad_option("unit", f" must be one of {UNITS}, got {unit!r}")
     if not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"shingle size n must be a positive integer, got {n!r}")
+        raise bad_option("ngram", f": the shingle size must be a positive integer, got {n!r}")
 
 
 def _codepoints(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

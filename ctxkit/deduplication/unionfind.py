@@ -1,4 +1,4 @@
-"""Clusters from similar pairs: union-find, connected components, representatives.
+"""Clusters from similar pairs: connected components and their representatives.
 
 Duplicates are transitive here on purpose: if a ~ b and b ~ c, all three form one cluster
 and one representative is kept, as in datasketch/text-dedup pipelines. Labels are the
@@ -18,51 +18,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["KEEP_RULES", "UnionFind", "connected_components", "keep_priority", "representatives"]
+from ctxkit.errors import InputError
+from ctxkit.options import bad_option
+
+__all__ = ["KEEP_RULES", "connected_components", "keep_priority", "representatives"]
 
 KEEP_RULES = ("first", "last", "longest")
-
-
-class UnionFind:
-    """Incremental union-find over 0..n-1 (grows on demand); the root is the smallest index.
-
-    Path halving keeps ``find`` near-constant; rooting at the smallest member keeps the
-    answer independent of the order of ``union`` calls.
-
-    Example:
-        >>> uf = UnionFind(4)
-        >>> uf.union(3, 1); uf.union(1, 2)
-        >>> [uf.find(i) for i in range(4)]
-        [0, 1, 1, 1]
-    """
-
-    def __init__(self, n: int = 0) -> None:
-        self.parent = list(range(n))
-
-    def __len__(self) -> int:
-        return len(self.parent)
-
-    def _grow(self, i: int) -> None:
-        if i >= len(self.parent):
-            self.parent.extend(range(len(self.parent), i + 1))
-
-    def find(self, i: int) -> int:
-        self._grow(i)
-        parent = self.parent
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    def union(self, i: int, j: int) -> None:
-        ri, rj = self.find(i), self.find(j)
-        if ri != rj:
-            lo, hi = (ri, rj) if ri < rj else (rj, ri)
-            self.parent[hi] = lo
-
-    def labels(self) -> np.ndarray:
-        """The root (smallest member) of every element."""
-        return np.array([self.find(i) for i in range(len(self.parent))], dtype=np.int64)
 
 
 def connected_components(n: int, pairs: np.ndarray) -> np.ndarray:
@@ -77,7 +38,7 @@ def connected_components(n: int, pairs: np.ndarray) -> np.ndarray:
     if len(pairs) == 0:
         return np.arange(n, dtype=np.int64)
     if pairs.min() < 0 or pairs.max() >= n:
-        raise ValueError(f"pair indices must lie in [0, {n})")
+        raise InputError(f"pairs: pair indices must lie in [0, {n})")
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components as cc
 
@@ -107,9 +68,9 @@ def keep_priority(
     if scores is not None:
         scores = np.asarray(scores, dtype=np.float64)
         if scores.shape != (n,):
-            raise ValueError(f"scores must have one value per text ({n}), got shape {scores.shape}")
+            raise InputError(f"scores must have one value per text ({n}), got shape {scores.shape}")
         if np.isnan(scores).any():
-            raise ValueError("scores must not contain NaN")
+            raise InputError("scores must not contain NaN")
         return scores
     if keep == "first":
         return np.zeros(n)
@@ -117,9 +78,9 @@ def keep_priority(
         return np.arange(n, dtype=np.float64)
     if keep == "longest":
         if lengths is None:
-            raise ValueError("keep='longest' needs the text lengths")
+            raise InputError("keep='longest' needs the text lengths")
         return np.asarray(lengths, dtype=np.float64)
-    raise ValueError(f"keep must be one of {KEEP_RULES} (or pass scores=), got {keep!r}")
+    raise bad_option("keep", f" must be one of {KEEP_RULES} (or pass scores=), got {keep!r}")
 
 
 def representatives(labels: np.ndarray, priority: np.ndarray | None = None) -> np.ndarray:

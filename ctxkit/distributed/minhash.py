@@ -93,7 +93,7 @@ def _text_list(batch: dict[str, np.ndarray], column: str) -> list[str]:
 def _sign_block(
     batch: dict[str, np.ndarray], column: str, params: dict[str, Any], score_column: str | None
 ) -> dict[str, np.ndarray]:
-    from ctxkit.deduplication.minhash import signatures
+    from ctxkit.deduplication.signatures import signatures
 
     texts = _text_list(batch, column)
     sig = signatures(texts, **params)
@@ -105,7 +105,8 @@ def _sign_block(
 
 
 def _band_rows(batch: dict[str, np.ndarray], bands: int, rows: int) -> dict[str, np.ndarray]:
-    from ctxkit.deduplication.minhash import band_keys, empty_rows
+    from ctxkit.deduplication.lsh import band_keys
+    from ctxkit.deduplication.signatures import empty_rows
 
     sig = np.asarray(batch["sig"])
     live = ~empty_rows(sig)  # texts without shingles are never candidates, as on one machine
@@ -122,7 +123,7 @@ def _bucket_pairs(batch: dict[str, np.ndarray], max_bucket: int) -> dict[str, np
     """Candidate pairs of whole buckets (every (band, key) here is complete), in global rows:
     :func:`~ctxkit.deduplication.minhash.candidate_pairs` draws each large bucket's hub from
     the row number and band alone, so the pairs are the single-machine ones."""
-    from ctxkit.deduplication.minhash import candidate_pairs
+    from ctxkit.deduplication.lsh import candidate_pairs
 
     band = np.asarray(batch["band"])
     key = np.asarray(batch["key"], dtype=np.uint64)
@@ -175,12 +176,9 @@ def _score_partition(
     single-machine code. ``kind="estimate"``: the fraction of equal signature entries
     (:func:`~ctxkit.deduplication.minhash.estimate_jaccard`); ``"exact"``: the exact Jaccard of the
     two texts' shingle sets (:func:`~ctxkit.deduplication.minhash.pair_jaccard`)."""
-    from ctxkit.deduplication.minhash import (
-        estimate_jaccard,
-        hash_values,
-        pair_jaccard,
-        shingle_sets,
-    )
+    from ctxkit.deduplication.jaccard import pair_jaccard, shingle_sets
+    from ctxkit.deduplication.signatures import hash_values
+    from ctxkit.deduplication.verify import estimate_jaccard
 
     p = plan.get()
     part = np.asarray(batch["part"], dtype=np.int64)
@@ -294,10 +292,10 @@ def minhash_dedup(
     """
     ray = require_ray()
     from ctxkit.deduplication.linking import link_pairs
-    from ctxkit.deduplication.minhash import verify_margin
     from ctxkit.deduplication.options import MinHashOptions
     from ctxkit.deduplication.result import result_from_representatives
     from ctxkit.deduplication.unionfind import connected_components, keep_priority, representatives
+    from ctxkit.deduplication.verify import verify_margin
 
     opts = MinHashOptions.build(options, threshold=threshold, **option_values)
     if opts.boilerplate is not None:

@@ -14,7 +14,7 @@ Sections:
 - ``density``: per-text density distributions before and after dedup.
 - ``embedding`` (opt-in): packed vs padded throughput and fidelity on a sample.
 - ``kv_cache`` (with ``kv_model``): KV-cache memory per batch and over one pass, padded vs
-  packed, for a model config (:func:`~ctxkit.evaluation.kvcache.kv_cache_bytes`).
+  packed, for a model config (:func:`~ctxkit.kvcache.accounting.kv_cache_bytes`).
 
 Example:
     >>> rep = evaluate(["a short text", "another short text"] * 3, capacity=64,
@@ -149,7 +149,7 @@ def kv_cache_section(lengths: np.ndarray, capacity: int, shape: Any, dtype: str,
     """KV-cache (and, in proportion, activation) memory of batches of ``batch_size`` rows:
     padded rows (each text its own row, as long as the window or as the batch's longest text,
     batches in input order) against packed rows (bfd windows, all ``capacity`` long)."""
-    from ctxkit.evaluation.kvcache import kv_bytes_per_sequence, kv_cache_bytes
+    from ctxkit.kvcache.accounting import kv_bytes_per_sequence, kv_cache_report
     from ctxkit.packing.plan import pack_lengths
 
     fitted = np.minimum(lengths[lengths > 0], capacity)  # as the utilization section
@@ -167,7 +167,7 @@ def kv_cache_section(lengths: np.ndarray, capacity: int, shape: Any, dtype: str,
     }
     methods: dict[str, dict[str, Any]] = {}
     for name, (rows, length) in layouts.items():
-        per_batch = rows * kv_bytes_per_sequence(shape, length, dtype)
+        per_batch = rows * kv_bytes_per_sequence(shape, length, dtype=dtype)
         slots = int((rows * length).sum())
         methods[name] = {
             "batches": int(rows.size),
@@ -178,7 +178,7 @@ def kv_cache_section(lengths: np.ndarray, capacity: int, shape: Any, dtype: str,
             "real_token_share": real / slots if slots else 0.0,
         }
     padded = methods["padded to longest"]["kv_over_pass_gib"]
-    one = kv_cache_bytes(shape, 1, dtype)
+    one = kv_cache_report(shape, 1, dtype=dtype)
     return {
         "model": shape.name, "dtype": one.dtype, "per_token_bytes": one.per_token_bytes,
         "formula": one.formula(), "batch_rows": batch_size, "methods": methods,
@@ -191,10 +191,10 @@ def kv_stages(lengths: np.ndarray, keep_mask: np.ndarray | None, shape: Any, dty
               sample: tuple[np.ndarray, np.ndarray] | None) -> dict[str, dict[str, Any]]:
     """KV cache of holding every text as one sequence: all texts, the dedup survivors, and the
     compression sample before and after, each with the share it saves."""
-    from ctxkit.evaluation.kvcache import kv_bytes_per_sequence
+    from ctxkit.kvcache.accounting import kv_bytes_per_sequence
 
     def row(counts: np.ndarray, base: float | None = None) -> dict[str, Any]:
-        kv = float(kv_bytes_per_sequence(shape, counts, dtype).sum())
+        kv = float(kv_bytes_per_sequence(shape, counts, dtype=dtype).sum())
         out = {"texts": int(counts.size), "tokens": int(counts.sum()), "kv_gib": kv / 2**30}
         if base is not None:
             out["kv_saved_share"] = 1 - kv / base if base else 0.0
@@ -388,10 +388,11 @@ def evaluate(
         raise InputError(f"content needs one entry per text ({len(texts)}), got {len(content)}")
     kv_shape = None
     if kv_model is not None:
-        from ctxkit.evaluation.kvcache import kv_cache_bytes, kv_cache_shape
+        from ctxkit.kvcache.accounting import kv_cache_bytes
+        from ctxkit.kvcache.shape import kv_cache_shape
 
         kv_shape = kv_cache_shape(kv_model)
-        kv_cache_bytes(kv_shape, 0, kv_dtype)  # a bad dtype fails before the work
+        kv_cache_bytes(kv_shape, 0, dtype=kv_dtype)  # a bad dtype fails before the work
         if not isinstance(kv_batch_size, int) or kv_batch_size <= 0:
             raise InputError(f"kv_batch_size must be a positive integer, got {kv_batch_size!r}")
     step = progress or (lambda _msg: None)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -342,9 +341,3 @@ def write_npy(path: str | os.PathLike, chunks: Iterable[Any], dim: int,
                 os.unlink(tmp)
             raise
     return n
-
-
-def copy_file(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    """Copy ``src`` over ``dst`` atomically."""
-    with open(src, "rb") as fin, atomic_write(dst, "wb") as fout:
-        shutil.copyfileobj(fin, fout, 1 << 22)

@@ -92,7 +92,7 @@ def _replay(messages: list[Any], budget: int, cid: str, options: ChatOptions,
 
 def _turn_table(rows: list[dict[str, Any]], limit: int = 200) -> list[tuple[str, Any]]:
     """The per-turn budget lines the CLI prints (the last ``limit`` when there are more)."""
-    from ctxkit.evaluation.kvcache import format_bytes
+    from ctxkit.kvcache.accounting import format_bytes
 
     def kv(r: dict[str, Any]) -> str:
         if "history_kv_bytes" not in r:
@@ -216,7 +216,7 @@ def run_chat(
                 advance()
         require_records(len(results), source, report.read)
         if kv_shape is not None:
-            from ctxkit.evaluation.kvcache import kv_cache_change
+            from ctxkit.kvcache.accounting import kv_cache_change
 
             report.kv = kv_cache_change(
                 kv_shape, [c["original_tokens"] for c in report.conversations],

@@ -118,8 +118,8 @@ def run_compress(
         (True, True)
     """
     from ctxkit.compression.prune import compress
-    from ctxkit.evaluation.kvcache import kv_cache_change
     from ctxkit.io.outputs import record_format, write_json, write_records
+    from ctxkit.kvcache.accounting import kv_cache_change
 
     budget = as_flags(check_budget, budget)
     opts = as_flags(CompressOptions, tokenizer=tokenizer, scorer=scorer,

@@ -35,7 +35,7 @@ class EvalJobReport(JobReport):
                              f"{figures['windows']:,} / {figures['utilization']:.1%}"))
         kv = self.evaluation.sections.get("kv_cache", {})
         if kv:
-            from ctxkit.evaluation.kvcache import format_bytes
+            from ctxkit.kvcache.accounting import format_bytes
 
             rows.append((f"KV per token ({kv['model']}, {kv['dtype']}; batches of "
                          f"{kv['batch_rows']} rows)", format_bytes(kv["per_token_bytes"])))

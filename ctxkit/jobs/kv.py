@@ -11,26 +11,27 @@ __all__ = ["check_kv", "kv_note", "kv_rows"]
 
 
 def check_kv(kv_model: str | None, kv_dtype: str = "bfloat16") -> Any:
-    """The model's :class:`~ctxkit.evaluation.kvcache.KVCacheShape`, or None without
+    """The model's :class:`~ctxkit.kvcache.shape.KVCacheShape`, or None without
     ``kv_model``; a bad model or dtype is an :class:`OptionError` naming the flag."""
     if kv_model is None:
         return None
-    from ctxkit.evaluation.kvcache import kv_cache_bytes, kv_cache_shape
+    from ctxkit.kvcache.accounting import kv_cache_bytes
+    from ctxkit.kvcache.shape import kv_cache_shape
 
     try:
         shape = kv_cache_shape(kv_model)
     except OptionError as exc:
         raise OptionError("--kv-model", f"--kv-model: {exc}") from None
     try:
-        kv_cache_bytes(shape, 0, kv_dtype)
+        kv_cache_bytes(shape, 0, dtype=kv_dtype)
     except OptionError as exc:
         raise OptionError("--kv-dtype", f"--kv-dtype: {exc}") from None
     return shape
 
 
 def kv_rows(change: Any) -> list[tuple[str, Any]]:
-    """Summary rows for a :class:`~ctxkit.evaluation.kvcache.KVCacheChange`."""
-    from ctxkit.evaluation.kvcache import format_bytes
+    """Summary rows for a :class:`~ctxkit.kvcache.accounting.KVCacheChange`."""
+    from ctxkit.kvcache.accounting import format_bytes
 
     before = change.before
     return [(f"KV cache before ({before.model}, {before.dtype})", format_bytes(before.bytes)),

@@ -1,4 +1,4 @@
-"""Named models for :func:`~ctxkit.evaluation.kvcache.kv_cache_bytes`: excerpts of published
+"""Named models for :func:`~ctxkit.kvcache.accounting.kv_cache_bytes`: excerpts of published
 ``config.json`` files, only the fields the KV-cache formula reads.
 
 Each preset is the excerpt plus the URL of the ``config.json`` it was copied from (Hugging Face
