@@ -356,3 +356,13 @@ def test_command_exits_2_on_bad_input(model_dir, tmp_path, capsys):
     assert "cannot load" in capsys.readouterr().err
     assert check_packing_command(model_dir, good, capacity=0) == 2
     assert "capacity" in capsys.readouterr().err
+
+
+def test_the_ctxkit_command_runs_the_check(model_dir, tmp_path, capsys):
+    from ctxkit.cli import main
+
+    texts = _write(tmp_path / "t.jsonl", [{"text": _text(n, n)} for n in (5, 9, 4)])
+    assert main(["check-packing", str(texts), "--model", str(model_dir), "-c", "16"]) == 0
+    assert "ok: all 3 segments" in capsys.readouterr().out
+    assert main(["check-packing", str(texts), "--model", str(tmp_path / "nope")]) == 2
+    assert "model directory not found" in capsys.readouterr().err
