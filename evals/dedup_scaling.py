@@ -112,7 +112,8 @@ def _scaling_row(key: dict[str, Any], times: list[tuple[float, float]],
 def bench_scaling(
     corpora: dict[str, dict[int, list[str]]], thresholds: list[float], rounds: int
 ) -> dict[str, Any]:
-    """Time per document of ``dedup(texts, "minhash", t)`` as the corpus grows, two ways.
+    """Time per document of ``dedup(texts, method="minhash", threshold=t)`` as the corpus
+    grows, two ways.
 
     ``corpora`` maps a corpus name to its texts at each size. ``fresh``: each run in a
     process of its own (``evals.dedup_oneshot``), every size from the same start, as the
@@ -133,7 +134,7 @@ def bench_scaling(
     from evals.dedup_oneshot import cpu_us_per_doc
 
     first = next(iter(corpora.values()))
-    dedup(next(iter(first.values()))[:300], "minhash")  # warm caches and code paths
+    dedup(next(iter(first.values()))[:300], method="minhash")  # warm caches and code paths
     runs: dict[tuple[str, str, float, int], list[tuple[float, float]]] = {}
     paired: dict[tuple[str, str, float, int], list[float]] = {}
     candidates: dict[tuple[str, float, int], float] = {}
@@ -156,7 +157,7 @@ def bench_scaling(
                 times = (one["user_us"], one["system_us"])
             else:
                 times = cpu_us_per_doc(
-                    functools.partial(dedup, corpora[name][n], "minhash", t), n)
+                    functools.partial(dedup, corpora[name][n], method="minhash", threshold=t), n)
             runs.setdefault((mode, name, t, n), []).append(times)
             return sum(times)
 

@@ -162,8 +162,8 @@ def bench_templated_speed(
     """
     from ctxkit.deduplication.pipeline import dedup
 
-    dedup(runs[0][1][:300], "minhash")  # warm caches and code paths
-    mine = interleaved({(i, t): functools.partial(dedup, texts, "minhash", t)
+    dedup(runs[0][1][:300], method="minhash")  # warm caches and code paths
+    mine = interleaved({(i, t): functools.partial(dedup, texts, method="minhash", threshold=t)
                         for i, (_, texts, _) in enumerate(runs) for t in thresholds}, repeats)
     rows = []
     for i, (name, texts, baselines) in enumerate(runs):
@@ -188,7 +188,7 @@ def _speed_rows(
     rows = []
     for t in thresholds:
         mine = best[t]
-        res = dedup(texts, "minhash", t)
+        res = dedup(texts, method="minhash", threshold=t)
         row = {"corpus": name, "docs": n, "threshold": t,
                "ctxkit_cpu_s": round(mine["cpu_s"], 3), "ctxkit_wall_s": round(mine["wall_s"], 3),
                "ctxkit_us_per_doc_cpu": round(1e6 * mine["cpu_s"] / n, 1),

@@ -109,3 +109,28 @@ def test_sharegpt_histories_get_a_sharegpt_recall_block():
 def test_bad_options_are_option_errors(kw):
     with pytest.raises(OptionError):
         _window(**kw)
+
+
+def test_chat_memory_prefix_cache_mode_and_its_accounting():
+    from ctxkit.compression.memory import ChatMemory
+    from ctxkit.compression.prefix_cache import PrefixCacheOptions
+
+    chat = _chat(90, seed=5)
+    plain = ChatMemory(budget=500, scorer="idf")
+    cached = ChatMemory(budget=500, scorer="idf", prefix_cache=True)
+    for message in chat:
+        plain.add(message)
+        cached.add(message)
+        assert plain.compress().compressed_tokens <= 500
+        assert cached.compress().compressed_tokens <= 500
+    assert len(cached.cache_accounting().turns) == len(chat)
+    assert cached.cache_accounting().billed(0.1) < plain.cache_accounting().billed(0.1) / 2
+    # a snapshot keeps the mode and its options
+    tuned = ChatMemory(budget=500, scorer="idf",
+                       prefix_cache=PrefixCacheOptions(low_water=0.5, recall=0.2))
+    tuned.extend(chat)
+    restored = ChatMemory.from_dict(tuned.to_dict())
+    assert restored.prefix_cache == tuned.prefix_cache
+    assert restored.compress().messages == tuned.compress().messages
+    with pytest.raises(OptionError, match="prefix_cache"):
+        ChatMemory(budget=500, prefix_cache="yes")

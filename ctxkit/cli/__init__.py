@@ -1,7 +1,8 @@
 """The ``ctxkit`` command: parses arguments, calls a job from :mod:`ctxkit.jobs`, renders it.
 
 One module per command group (:mod:`~ctxkit.cli.packing`, :mod:`~ctxkit.cli.dedup`,
-:mod:`~ctxkit.cli.embedding`, :mod:`~ctxkit.cli.compression`, :mod:`~ctxkit.cli.evaluate`, :mod:`~ctxkit.cli.training`),
+:mod:`~ctxkit.cli.embedding`, :mod:`~ctxkit.cli.compression`, :mod:`~ctxkit.cli.evaluate`,
+:mod:`~ctxkit.cli.training`),
 the shared options in :mod:`~ctxkit.cli.app`, tables and bars in :mod:`~ctxkit.cli.render`,
 exit statuses in :mod:`~ctxkit.cli.main`.
 """

@@ -14,6 +14,12 @@ so a window can differ only at a near tie of scores):
 - every older turn is evicted or kept by importance to the latest user turn (or ``query``):
   the most relevant whole, the next shortened, the rest dropped, each change in the ledger.
 
+With ``prefix_cache=True`` (or a :class:`~ctxkit.compression.prefix_cache.PrefixCacheOptions`)
+the window only grows at its end between compactions, so a provider's prompt cache serves
+most of it every turn; the older turns the latest question needs are recalled into a small
+block before the newest message (:mod:`ctxkit.compression.prefix_cache`).
+:meth:`ChatMemory.cache_accounting` says what the windows returned so far would be billed.
+
 :meth:`ChatMemory.to_dict` / :meth:`ChatMemory.from_dict` give a JSON-safe snapshot (messages and
 options, not the cache), so a server can keep one memory per session and restore it; the first
 ``compress`` after a restore recomputes the features once.
@@ -43,12 +49,15 @@ from ctxkit import validate
 from ctxkit.compression.chat import CompressChatResult, select
 from ctxkit.compression.chat_features import ChatFeatures
 from ctxkit.compression.options import DEFAULT_SCORER, ChatOptions, check_budget
+from ctxkit.compression.prefix_cache import PrefixCacheOptions, PrefixWindow
+from ctxkit.compression.prompt_cache import CacheAccountingResult, CacheMeter
 from ctxkit.compression.scorer_base import Scorer
 from ctxkit.compression.scorers import available_scorers
 from ctxkit.errors import InputError
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
 from ctxkit.io.tokenizers import Tokenizer
+from ctxkit.options import bad_option
 
 __all__ = ["ChatMemory"]
 
@@ -70,7 +79,7 @@ class ChatMemory:
                  reply_priming: int = 3, shorten: bool = True, min_shortened: int = 24,
                  dedup_threshold: float = 0.8, query_weight: float = 0.95,
                  neighbors: float = 0.3, whole_share: float = 0.25, word_keep: float = 0.5,
-                 alternate: bool = False):
+                 alternate: bool = False, prefix_cache: bool | PrefixCacheOptions = False):
         self.budget = check_budget(budget)
         self.options = ChatOptions.resolve(
             options, keep_last=keep_last, keep_system=keep_system, tokenizer=tokenizer,
@@ -80,6 +89,17 @@ class ChatMemory:
             word_keep=word_keep, alternate=alternate)
         tokenizer, scorer = self.options.tokenizer, self.options.scorer
         self.features = ChatFeatures(tokenizer, scorer)
+        if prefix_cache is True:
+            prefix_cache = PrefixCacheOptions()
+        if prefix_cache is not False and not isinstance(prefix_cache, PrefixCacheOptions):
+            raise bad_option("prefix_cache", " must be True, False or a PrefixCacheOptions, "
+                                             f"got {prefix_cache!r}")
+        self.prefix_cache = prefix_cache or None
+        self._window = None if self.prefix_cache is None else PrefixWindow(
+            self.options, self.features, cache=self.prefix_cache)
+        self.meter = CacheMeter(tokenizer=self.features.tok,
+                                per_message=self.options.per_message,
+                                reply_priming=self.options.reply_priming)
         self.messages: list[dict[str, Any]] = []
         self._names = (
             tokenizer if isinstance(tokenizer, str) else getattr(tokenizer, "name", None),
@@ -105,19 +125,42 @@ class ChatMemory:
 
     def compress(self, query: str | None = None, *,
                  budget: int | None = None) -> CompressChatResult:
-        """The window to send now: ``compress_chat(self.messages, budget, ...)``, from cache.
+        """The window to send now: ``compress_chat(self.messages, budget, ...)``, from cache;
+        with ``prefix_cache``, the prefix-cache-friendly window of
+        :class:`~ctxkit.compression.prefix_cache.PrefixWindow`.
 
-        ``budget`` overrides the memory's budget for this call.
+        ``budget`` overrides the memory's budget for this call. Each call counts as a window
+        sent in :meth:`cache_accounting`.
         """
         validate.optional_text(query, "query")
         if budget is not None:
             validate.positive_int(budget, "budget")
-        out = select(self.messages, self.budget if budget is None else budget, self.options,
-                     self.features, query)
+        budget = self.budget if budget is None else budget
+        if self._window is not None:
+            out = self._window.compress(self.messages, budget, query)
+        else:
+            out = select(self.messages, budget, self.options, self.features, query)
+        self.meter.record(out)
         # an edited history leaves features of vanished texts behind: bound the store
         if len(self.features) > 4 * len(self.messages) + 64:
             self.features.retain([_text(m, i) for i, m in enumerate(self.messages)])
         return out
+
+    def cache_accounting(self) -> CacheAccountingResult:
+        """Prompt-cache accounting of every window :meth:`compress` returned: per turn the
+        tokens of the prefix identical to the previous window's, the uncached tokens, and
+        billed input at a cached-price ratio (:mod:`ctxkit.compression.prompt_cache`).
+
+        Example:
+            >>> mem = ChatMemory(budget=400, scorer="idf", prefix_cache=True)
+            >>> for i in range(6):
+            ...     mem.add({"role": "user", "content": f"Question {i} about the parcel?"})
+            ...     _ = mem.compress()
+            >>> acc = mem.cache_accounting()
+            >>> len(acc.turns), acc.turns[-1].cached_messages
+            (6, 5)
+        """
+        return self.meter.result()
 
     def kv_cache(self, model: Any, *, dtype: str = "bfloat16", query: str | None = None,
                  budget: int | None = None) -> Any:
@@ -149,6 +192,8 @@ class ChatMemory:
         return {"version": _VERSION, "budget": self.budget, "tokenizer": tokenizer,
                 "scorer": scorer, "options": {k: v for k, v in self.options.to_dict().items()
                                               if k not in ("tokenizer", "scorer")},
+                "prefix_cache": None if self.prefix_cache is None else
+                self.prefix_cache.to_dict(),
                 "messages": [dict(m) for m in self.messages]}
 
     @classmethod
@@ -185,6 +230,14 @@ class ChatMemory:
             opts = ChatOptions(tokenizer=data["tokenizer"], scorer=data["scorer"], **options)
         except TypeError as exc:  # an unknown option name
             raise InputError(f"snapshot field 'options': {exc}") from None
-        mem = cls(data["budget"], options=opts)
+        cache = data.get("prefix_cache")
+        if cache is not None and not isinstance(cache, Mapping):
+            raise InputError(f"snapshot field 'prefix_cache' must be a mapping or null, got "
+                             f"{type(cache).__name__}")
+        try:
+            cache = False if cache is None else PrefixCacheOptions(**cache)
+        except TypeError as exc:  # an unknown option name
+            raise InputError(f"snapshot field 'prefix_cache': {exc}") from None
+        mem = cls(data["budget"], options=opts, prefix_cache=cache)
         mem.extend(messages)
         return mem

@@ -52,14 +52,53 @@ from ctxkit.compression.chat import (
 from ctxkit.compression.chat_features import ChatFeatures
 from ctxkit.compression.options import ChatOptions
 from ctxkit.io.messages import message_format, message_text, raw_role
-from ctxkit.options import bad_option
+from ctxkit.options import OptionSet, bad_option
 
-__all__ = ["RECALL_HEADER", "PrefixWindow"]
+__all__ = ["RECALL_HEADER", "PrefixCacheOptions", "PrefixWindow"]
 
 RECALL_HEADER = "Earlier in this conversation (recalled for the current question):"
 _USERS = {"user", "human"}
 _SYSTEM = {"system", "developer"}
 _RECALLABLE = {"user", "human", "assistant", "gpt", "bot", "model"}
+
+
+@dataclass(frozen=True)
+class PrefixCacheOptions(OptionSet):
+    """How a :class:`PrefixWindow` (``ChatMemory(prefix_cache=...)``) trades cache hits for
+    relevance.
+
+    Attributes:
+        low_water: share of the budget a compaction fills, in (0, 1): lower means rarer
+            compactions, less history kept at each.
+        recall: share of the budget the recall block may take, in [0, 1) with
+            ``low_water + recall <= 1``; the block misses the cache every turn, so it is the
+            main price of relevance. 0 turns recall off.
+        recall_role: the role the recall block is sent as (``user``, ``system`` or
+            ``assistant``): ``user`` suits every provider, ``system`` only those that accept a
+            system message inside the conversation.
+
+    Example:
+        >>> PrefixCacheOptions(recall=0.2).low_water
+        0.6
+    """
+
+    _what = "prefix-cache option"
+
+    low_water: float = 0.6
+    recall: float = 0.1
+    recall_role: str = "user"
+
+    def __post_init__(self) -> None:
+        lw, rc = self.low_water, self.recall
+        if isinstance(lw, bool) or not isinstance(lw, (int, float)) or not 0.0 < lw < 1.0:
+            raise bad_option("low_water", f" must be in (0, 1), got {lw!r}")
+        if isinstance(rc, bool) or not isinstance(rc, (int, float)) or not 0.0 <= rc < 1.0 \
+                or lw + rc > 1.0:
+            raise bad_option("recall", f" must be in [0, 1) with low_water + recall <= 1, got "
+                                       f"{rc!r}")
+        if self.recall_role not in ("user", "system", "assistant"):
+            raise bad_option("recall_role", f" must be user, system or assistant, got "
+                                            f"{self.recall_role!r}")
 
 
 @dataclass
@@ -75,24 +114,18 @@ class _Prefix:
 class PrefixWindow:
     """Prefix-cache-friendly chat windows over a growing history (see the module docstring).
 
-    ``low_water`` (0 < x < 1): share of the budget a compaction fills; ``recall`` (0 <= x < 1):
-    share of the budget the recall block may take (0 turns recall off).
+    ``cache`` (or the keywords ``low_water``, ``recall``, ``recall_role``): a
+    :class:`PrefixCacheOptions`. ``compactions`` counts the compactions so far.
     """
 
     def __init__(self, options: ChatOptions, features: ChatFeatures, *,
-                 low_water: float = 0.6, recall: float = 0.1, recall_role: str = "user"):
-        if isinstance(low_water, bool) or not isinstance(low_water, (int, float)) \
-                or not 0.0 < low_water < 1.0:
-            raise bad_option("low_water", f" must be in (0, 1), got {low_water!r}")
-        if isinstance(recall, bool) or not isinstance(recall, (int, float)) \
-                or not 0.0 <= recall < 1.0 or low_water + recall > 1.0:
-            raise bad_option("recall", f" must be in [0, 1) with low_water + recall <= 1, got "
-                                       f"{recall!r}")
-        if recall_role not in ("user", "system", "assistant"):
-            raise bad_option("recall_role", f" must be user, system or assistant, got "
-                                            f"{recall_role!r}")
+                 cache: PrefixCacheOptions | None = None, low_water: float = 0.6,
+                 recall: float = 0.1, recall_role: str = "user"):
+        self.cache = PrefixCacheOptions.resolve(cache, low_water=low_water, recall=recall,
+                                                recall_role=recall_role)
         self.options, self.features = options, features
-        self.low_water, self.recall, self.recall_role = float(low_water), float(recall), recall_role
+        self.low_water, self.recall = float(self.cache.low_water), float(self.cache.recall)
+        self.recall_role = self.cache.recall_role
         self._prefix: _Prefix | None = None
         self.compactions = 0
 
