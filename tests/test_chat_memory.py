@@ -166,6 +166,31 @@ def test_cli_replay_prints_per_turn_budgets_and_writes_the_last_window(tmp_path,
     assert "--query" in capsys.readouterr().err
 
 
+def test_cli_replay_reports_prompt_cache_accounting(tmp_path, capsys):
+    from ctxkit.cli import main
+
+    msgs = conversation(40, seed=6)
+    src, dst = tmp_path / "in.json", tmp_path / "out.json"
+    src.write_text(json.dumps(msgs))
+    billed = {}
+    for mode in ([], ["--prefix-cache"]):
+        rep = tmp_path / f"rep{len(mode)}.json"
+        assert main(["chat", str(src), "-b", "200", "-o", str(dst), "--report", str(rep),
+                     "--replay", "--scorer", "idf", *mode]) == 0
+        assert "served from a prefix cache" in capsys.readouterr().out
+        report = json.loads(rep.read_text())
+        turns, cache = report["turns"], report["prompt_cache"]
+        assert cache["tokens"] == sum(t["window_tokens"] for t in turns)
+        assert cache["cached_tokens"] == sum(t["cached_tokens"] for t in turns)
+        assert all(t["cached_tokens"] + t["uncached_tokens"] == t["window_tokens"]
+                   for t in turns)
+        assert set(cache["billed"]) == {"0.1", "0.5"}
+        billed[bool(mode)] = cache["billed"]["0.1"]
+    assert billed[True] < billed[False]
+    assert main(["chat", str(src), "-b", "200", "-o", str(dst), "--prefix-cache"]) == 2
+    assert "--replay" in capsys.readouterr().err
+
+
 def test_edited_history_stays_equal_and_the_store_stays_bounded():
     msgs = conversation(40, seed=5)
     mem = ChatMemory(budget=300, scorer="idf")

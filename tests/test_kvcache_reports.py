@@ -103,7 +103,8 @@ def test_chat_job_replay_reports_each_turn(tmp_path):
         assert row["history_kv_bytes"] == row["history_tokens"] * LLAMA3
         assert row["window_kv_bytes"] == row["window_tokens"] * LLAMA3
     table = dict(rep.tables)["per-turn budget (history -> window)"]
-    assert re.search(r"tok, KV [\d.]+ [KM]iB -> [\d.]+ [KM]iB, \d+ kept", table[-1][1])
+    assert re.search(r"tok \([\d,]+ cached\), KV [\d.]+ [KM]iB -> [\d.]+ [KM]iB, \d+ kept",
+                     table[-1][1])
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["kv_cache"]["before_bytes"] == rep.original_tokens * LLAMA3
     assert report["turns"][-1]["window_kv_bytes"] == rep.compressed_tokens * LLAMA3
@@ -185,7 +186,8 @@ def test_cli_reports_kv(tmp_path, capsys):
                  str(tmp_path / "o.json"), "--replay", "--kv-model", "gemma-2-9b",
                  "--kv-dtype", "fp8"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "KV cache before (gemma-2-9b, fp8)" in out and re.search(r"tok, KV [\d.]+ [KMG]iB", out)
+    assert "KV cache before (gemma-2-9b, fp8)" in out
+    assert re.search(r"tok \([\d,]+ cached\), KV [\d.]+ [KMG]iB", out)
     data = tmp_path / "in.jsonl"
     data.write_text("".join(json.dumps({"text": TEXT[: 40 * k]}) + "\n" for k in range(1, 9)))
     assert main(["eval", str(data), "-o", str(tmp_path / "ev"), "--capacity", "128",

@@ -92,7 +92,11 @@ def chat_cmd(
     ] = ChatOptions.shorten,
     replay: Annotated[bool, typer.Option(
         help="Replay each conversation through ChatMemory, compressing after every message, "
-             "and print each turn's history and window tokens.")] = False,
+             "and print each turn's history, window and prompt-cached tokens.")] = False,
+    prefix_cache: Annotated[bool, typer.Option(
+        "--prefix-cache", help="With --replay: windows that only grow at their end between "
+                               "compactions, so a provider's prompt cache serves them.")
+    ] = False,
     kv_model: KvModelOpt = None,
     kv_dtype: KvDtypeOpt = KV_DTYPE,
     id_field: IdFieldOpt = None,
@@ -108,7 +112,7 @@ def chat_cmd(
             Target(output, report, in_place), progress,
             budget=budget, keep_last=keep_last, keep_system=keep_system, query=query,
             scorer=scorer, tokenizer=tokenizer, alternate=alternate, shorten=shorten,
-            replay=replay, kv_model=kv_model, kv_dtype=kv_dtype)
+            replay=replay, prefix_cache=prefix_cache, kv_model=kv_model, kv_dtype=kv_dtype)
 
 
 @app.command("density")

@@ -35,6 +35,7 @@ class ChatReport(JobReport):
     original_tokens: int = 0
     compressed_tokens: int = 0
     turns: list[dict[str, Any]] = field(default_factory=list)  # --replay: one row per message
+    cache: dict[str, Any] | None = None  # --replay: prompt-cache accounting over every turn
     kv: Any = None  # KVCacheChange with --kv-model: every conversation before and after
 
     @property
@@ -50,28 +51,41 @@ class ChatReport(JobReport):
                  if self.original_tokens else 1.0),
                 ("messages dropped", sum(c["action"] == "dropped" for c in changes)),
                 ("messages shortened", sum(c["action"] == "shortened" for c in changes))] \
-            + (kv_rows(self.kv) if self.kv is not None else [])
+            + (kv_rows(self.kv) if self.kv is not None else []) + self._cache_rows()
+
+    def _cache_rows(self) -> list[tuple[str, Any]]:
+        if self.cache is None:
+            return []
+        c = self.cache
+        return [("prompt tokens over the replay", c["tokens"]),
+                ("served from a prefix cache", f"{c['cached_tokens']:,} "
+                                               f"({c['hit_share']:.0%})"),
+                *[(f"billed at cached price x{p}", f"{v:,.0f} token-equivalents")
+                  for p, v in c["billed"].items()]]
 
     def to_dict(self) -> dict[str, Any]:
         out = {"input": self.input, "output": self.output, "budget": self.budget,
                "conversations": self.conversations, "skipped": self.read.to_dict()["skipped"]}
         if self.turns:
             out["turns"] = self.turns
+        if self.cache is not None:
+            out["prompt_cache"] = self.cache
         if self.kv is not None:
             out["kv_cache"] = self.kv.to_dict()
         return out
 
 
 def _replay(messages: list[Any], budget: int, cid: str, options: ChatOptions,
-            rows: list[dict[str, Any]], kv: Any = None) -> Any:
-    """Feed ``messages`` to a ChatMemory one by one, compressing after each; the last window
-    (equal to ``compress_chat`` on the whole conversation) is returned. ``kv``: a
-    ``(KVCacheShape, dtype)`` pair adds each turn's history and window KV bytes."""
+            rows: list[dict[str, Any]], kv: Any = None, prefix_cache: bool = False) -> Any:
+    """Feed ``messages`` to a ChatMemory one by one, compressing after each; returns the last
+    window (equal to ``compress_chat`` on the whole conversation unless ``prefix_cache``) and
+    the replay's prompt-cache accounting. ``kv``: a ``(KVCacheShape, dtype)`` pair adds each
+    turn's history and window KV bytes."""
     import time
 
     from ctxkit.compression.memory import ChatMemory
 
-    mem = ChatMemory(budget, options=options)
+    mem = ChatMemory(budget, options=options, prefix_cache=prefix_cache)
     res = None
     for k, message in enumerate(messages):
         mem.add(message)
@@ -83,11 +97,13 @@ def _replay(messages: list[Any], budget: int, cid: str, options: ChatOptions,
                      "history_tokens": res.original_tokens, "window_tokens": res.compressed_tokens,
                      "kept": len(res.kept), "shortened": actions.count("shortened"),
                      "dropped": actions.count("dropped"), "ms": round(ms, 2)})
+        turn = mem.cache_accounting().turns[-1]
+        rows[-1].update(cached_tokens=turn.cached_tokens, uncached_tokens=turn.uncached_tokens)
         if kv is not None:
             change = res.kv_cache(*kv)
             rows[-1].update(history_kv_bytes=change.before.bytes,
                             window_kv_bytes=change.after.bytes)
-    return res
+    return res, mem.cache_accounting()
 
 
 def _turn_table(rows: list[dict[str, Any]], limit: int = 200) -> list[tuple[str, Any]]:
@@ -102,7 +118,8 @@ def _turn_table(rows: list[dict[str, Any]], limit: int = 200) -> list[tuple[str,
 
     shown = rows[-limit:]
     return [(f"{r['id']}:{r['turn']} {r['role']}",
-             f"{r['history_tokens']:,} -> {r['window_tokens']:,} tok{kv(r)}, {r['kept']} kept "
+             f"{r['history_tokens']:,} -> {r['window_tokens']:,} tok ({r['cached_tokens']:,} "
+             f"cached){kv(r)}, {r['kept']} kept "
              f"({r['shortened']} short), {r['dropped']} dropped, {r['ms']:.0f} ms")
             for r in shown]
 
@@ -146,6 +163,7 @@ def run_chat(
     alternate: bool = ChatOptions.alternate,
     shorten: bool = ChatOptions.shorten,
     replay: bool = False,
+    prefix_cache: bool = False,
     kv_model: str | None = None,
     kv_dtype: str = "bfloat16",
     progress: Progress = no_progress,
@@ -160,7 +178,11 @@ def run_chat(
 
     ``replay``: feed each conversation to a :class:`~ctxkit.ChatMemory` one message at a time
     and compress after each, as a chat application would; every turn's history and window
-    tokens go to ``report.turns``. The written output is the same (the last window).
+    tokens go to ``report.turns``, with the tokens of each window served from a provider's
+    prefix cache (the leading messages identical to the previous window's) and the replay's
+    billed input at cached prices of 0.1 and 0.5 (``report.cache``). The written output is the
+    last window. ``prefix_cache``: the memory keeps prefix-cache-friendly windows
+    (:class:`~ctxkit.compression.prefix_cache.PrefixWindow`); needs ``replay``.
 
     ``kv_model`` (a preset name, ``config.json`` or model directory) adds the KV-cache memory
     of the conversations before and after (each conversation one sequence) in ``kv_dtype``,
@@ -172,6 +194,9 @@ def run_chat(
     budget = as_flags(check_budget, budget)
     opts = as_flags(ChatOptions, keep_last=keep_last, keep_system=keep_system,
                     tokenizer=tokenizer, scorer=scorer, alternate=alternate, shorten=shorten)
+    if prefix_cache and not replay:
+        raise OptionError("--prefix-cache", "--prefix-cache applies to --replay (a window kept "
+                                            "across turns); add --replay")
     if replay and query is not None:
         raise OptionError("--query", "--replay compresses each turn for its own last user "
                                      "message; drop --query")
@@ -189,6 +214,7 @@ def run_chat(
     with target.staged() as (staged, report_tmp):
         out_tmp = staged.path(target.output)
         results: list[Any] = []
+        caches: list[Any] = []
         with progress("compressing chats") as advance:
             for cid, messages, holder, where in _conversations(source, report.read):
                 try:
@@ -196,7 +222,9 @@ def run_chat(
                         message_format(messages)  # a list of messages, one format
                         if not messages:
                             raise ValueError("no messages to replay")
-                        res = _replay(messages, budget, cid, opts, report.turns, kv)
+                        res, cache = _replay(messages, budget, cid, opts, report.turns, kv,
+                                             prefix_cache)
+                        caches.append(cache)
                     else:
                         res = compress_chat(messages, budget, query=query, options=opts)
                 except (ValueError, TypeError) as exc:
@@ -215,6 +243,11 @@ def run_chat(
                     results.append({**raw, key: res.messages})
                 advance()
         require_records(len(results), source, report.read)
+        if caches:
+            from ctxkit.compression.prompt_cache import CacheAccountingResult
+
+            report.cache = CacheAccountingResult(
+                tuple(t for c in caches for t in c.turns)).to_dict()
         if kv_shape is not None:
             from ctxkit.kvcache.accounting import kv_cache_change
 
