@@ -8,8 +8,12 @@ history so far (a fresh call: every message tokenised, scored and embedded again
 return the same window (checked at every sampled turn); the figure is the ratio of their
 median per-turn CPU time, for the default scorer and for ``scorer="embedding"``.
 
-    python -m evals.chat_memory            # full: 600+ turns, both scorers
+    python -m evals.chat_memory            # full: 600+ turns, both scorers, and billing
     python -m evals.chat_memory --quick    # smoke: a generated 60-turn chat, idf only
+
+It also runs the billing replay of :mod:`evals.chat_billing`: every dev LoCoMo conversation
+turn by turn at 1/4 and 1/8 of its tokens, the billed input, prompt-cache hits, evidence
+retention and KV cache of each way to build the window.
 
 CPU time (``time.process_time``) is reported because it survives a loaded machine; torch runs
 on one thread so that CPU time is the work done, not threads spinning.
@@ -29,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from evals import chat_billing  # noqa: E402
 from evals._common import data_dir, md_table, write_results  # noqa: E402
 
 
@@ -121,6 +126,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--samples", type=int, default=None,
                     help="turns at which compress_chat is timed (default 8; 4 with --quick)")
     ap.add_argument("--scorers", default="idf,embedding")
+    ap.add_argument("--billing-scorer", default="embedding",
+                    help="scorer of the billing replay (ChatMemory's default)")
+    ap.add_argument("--questions", type=int, default=24,
+                    help="LoCoMo questions drawn per conversation for retention (0: all)")
+    ap.add_argument("--skip-latency", action="store_true", help="only the billing replay")
     args = ap.parse_args(argv)
     try:
         import torch
@@ -138,12 +148,39 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report = {
         "quick": args.quick, "conversation": name, "messages": len(messages),
         "tokens": count_chat_tokens(messages), "budget": budget, "samples": samples,
-        "runs": [replay(messages, budget, s, samples) for s in scorers],
+        "runs": [] if args.skip_latency else [replay(messages, budget, s, samples)
+                                              for s in scorers],
     }
+    report["billing"] = billing(args)
     report["seconds"] = round(time.time() - t0, 1)
-    write_results(args.out, "chat_memory", report, markdown(report))
-    print(markdown(report))
+    text = (markdown(report) if report["runs"] else "# ChatMemory\n") + "\n" + \
+        chat_billing.markdown(report["billing"]["summary"], report["billing"]["conversations"],
+                              report["billing"]["scorer"])
+    write_results(args.out, "chat_memory", report, text)
+    print(text)
     return report
+
+
+def billing(args: argparse.Namespace) -> dict[str, Any]:
+    """The billing replay (:mod:`evals.chat_billing`) over the dev LoCoMo conversations, or a
+    generated chat with ``--quick``."""
+    from evals import public_bench as pb
+
+    root = data_dir()
+    bench = root / "bench" if root is not None else None
+    if not args.quick and bench is not None and any(bench.glob("locomo_*.json")):
+        convs = pb.load_locomo(bench, args.questions or None, 0)
+        scorer, what = args.billing_scorer, f"{len(convs)} dev LoCoMo conversations"
+    else:
+        name, messages = _conversation(True)
+        convs, scorer, what = [pb.LocomoConversation("generated", messages)], "idf", name
+    rows = []
+    for conv in convs:
+        for fraction in chat_billing.FRACTIONS:
+            print(f"  billing: {conv.name} at {fraction:g}", file=sys.stderr, flush=True)
+            rows += chat_billing.replay(conv, fraction, scorer)
+    return {"conversations": what, "scorer": scorer, "rows": rows,
+            "summary": chat_billing.summarize(rows)}
 
 
 if __name__ == "__main__":

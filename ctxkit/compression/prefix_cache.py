@@ -133,6 +133,16 @@ class PrefixWindow:
         """Forget the prefix: the next window compacts afresh."""
         self._prefix = None
 
+    def peek(self, history: Sequence[Mapping[str, Any]], budget: int,
+             query: str | None = None) -> CompressChatResult:
+        """The window :meth:`compress` would return, leaving the prefix as it is (to ask
+        what-if questions of a window without sending it)."""
+        state = self._prefix, self.compactions
+        try:
+            return self.compress(history, budget, query)
+        finally:
+            self._prefix, self.compactions = state
+
     # -- one window ---------------------------------------------------------------------------
 
     def compress(self, history: Sequence[Mapping[str, Any]], budget: int,
