@@ -1,7 +1,7 @@
 """Packing a Ray dataset of token sequences into windows of ``capacity`` tokens.
 
 The options are :class:`ctxkit.packing.options.PackOptions`, the same as :func:`ctxkit.pack`,
-and the windows are collated by the same code (:func:`ctxkit.packing.collate.collate_plan`),
+and the windows are collated by the same code (:func:`ctxkit.packing.tensors.collate_plan`),
 so separators, loss masks, layouts and seeds mean what they mean on one machine. Two modes:
 
 - ``mode="global"`` (two passes): collect every sequence's length on the driver (8 bytes per
@@ -9,7 +9,7 @@ so separators, loss masks, layouts and seeds mean what they mean on one machine.
   :func:`ctxkit.packing.plan.pack_lengths`, broadcast the plan, then one shuffle on the window
   number brings each window's pieces together. The windows are exactly those of
   ``ctxkit.pack`` on the same sequences and options (every strategy and overflow policy).
-- ``mode="block"``: :func:`ctxkit.packing.collate.pack_arrays` on each block (or each
+- ``mode="block"``: :func:`ctxkit.packing.sequences.pack_arrays` on each block (or each
   ``block_rows`` rows) inside ``map_batches``: streaming, no driver state, no shuffle, but
   every block ends with partly filled windows, so utilization drops by about (tail waste per
   block) / (tokens per block). ``evals/distributed.py`` measures the loss against global
@@ -142,8 +142,8 @@ def _plan_table(plan: Any, rows: np.ndarray, window_ids: np.ndarray) -> Any:
     ``source_ranges`` (no tokens to collate)."""
     import pyarrow as pa
 
-    from ctxkit.packing.collate import plan_segments
     from ctxkit.packing.hf import _lists
+    from ctxkit.packing.tensors import plan_segments
 
     win, inp, start, stop = plan_segments(plan)
     offsets = np.searchsorted(win, np.arange(plan.n_bins + 1))
@@ -158,8 +158,8 @@ def _plan_table(plan: Any, rows: np.ndarray, window_ids: np.ndarray) -> Any:
 
 def _pack_block(batch: dict[str, np.ndarray], column: str, mask_column: str | None,
                 id_column: str | None, tokens: bool, opts: PackOptions) -> Any:
-    from ctxkit.packing.collate import pack_arrays
     from ctxkit.packing.plan import pack_lengths
+    from ctxkit.packing.sequences import pack_arrays
 
     rows = np.asarray(batch[ROW], dtype=np.int64)
     ids = None if id_column is None else batch[id_column]
@@ -212,8 +212,8 @@ def _tag_pieces(batch: dict[str, np.ndarray], plan: Broadcast, column: str,
 
 def _assemble(batch: dict[str, np.ndarray], id_column: str | None, opts: PackOptions) -> Any:
     """Collate the complete windows of one partition, exactly as ``pack_arrays`` would."""
-    from ctxkit.packing.collate import collate_plan
     from ctxkit.packing.plan import BinList, PackLengthsResult
+    from ctxkit.packing.tensors import collate_plan
 
     window = np.asarray(batch["window"], dtype=np.int64)
     order = np.lexsort((np.asarray(batch["slot"]), window))
@@ -276,7 +276,7 @@ def _is_token_column(ds: Any, column: str) -> bool:
 def _piece_table(plan: Any, n: int) -> tuple[np.ndarray, ...]:
     """The plan's pieces grouped by input: (first piece of each input, window, slot, start,
     stop), so a worker finds a row's pieces with two lookups."""
-    from ctxkit.packing.collate import plan_segments
+    from ctxkit.packing.tensors import plan_segments
 
     window, inp, start, stop = plan_segments(plan)
     row_first = np.searchsorted(window, np.arange(plan.n_bins))
