@@ -44,6 +44,8 @@ from ctxkit.distributed.blocks import (
 from ctxkit.distributed.cluster import require_ray
 from ctxkit.distributed.errors import WorkerInputError, raise_worker_errors
 from ctxkit.distributed.rows import ROW, index_rows
+from ctxkit.errors import InputError, OptionError
+from ctxkit.options import bad_option
 from ctxkit.packing.options import PackOptions
 
 __all__ = ["MODES", "DistributedPack", "pack", "window_utilization"]
@@ -260,7 +262,7 @@ def _is_token_column(ds: Any, column: str) -> bool:
 
     schema = ds.schema()
     if schema is None or column not in schema.names:
-        raise ValueError(f"column {column!r} is not in the dataset (columns: {ds.columns()})")
+        raise InputError(f"column {column!r} is not in the dataset (columns: {ds.columns()})")
     kind = schema.base_schema.field(column).type if hasattr(schema.base_schema, "field") else None
     if kind is None:  # pandas-backed block: look at a value
         sample = ds.take(1)
@@ -270,7 +272,8 @@ def _is_token_column(ds: Any, column: str) -> bool:
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or \
             pa.types.is_fixed_size_list(kind) or "tensor" in str(kind).lower():
         return True
-    raise ValueError(f"column {column!r} must hold token-id lists or integer lengths, got {kind}")
+    raise InputError(f"column {column!r} must hold token-id lists or integer lengths, got "
+                     f"{kind}")
 
 
 def _piece_table(plan: Any, n: int) -> tuple[np.ndarray, ...]:
@@ -328,23 +331,24 @@ def pack(
     from ctxkit.packing.plan import pack_lengths
 
     if capacity is None and options is None:
-        raise TypeError("pack needs capacity (or options=PackOptions(capacity=...))")
+        raise OptionError("capacity", "pack needs capacity (or options=PackOptions(capacity=...))")
     opts = PackOptions.resolve(
         options, capacity=capacity, strategy=strategy, overflow=overflow,
         separator_id=separator_id, label_separators=label_separators, pad_id=pad_id,
         seed=seed, layout=layout)
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise bad_option("mode", f" must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "block" and (opts.overflow == "split" or opts.strategy == "wrapped"):
-        raise ValueError("mode='block' keeps each window inside one block; overflow='split' "
-                         "and strategy='wrapped' cut sequences across windows: use mode='global'")
+        raise OptionError("mode", "mode='block' keeps each window inside one block; "
+                          "overflow='split' and strategy='wrapped' cut sequences across windows: "
+                          "use mode='global'")
     tokens = _is_token_column(ds, column)
     names = ds.columns() or []
     for extra in (mask_column, id_column):
         if extra is not None and extra not in names:
-            raise ValueError(f"column {extra!r} is not in the dataset (columns: {names})")
+            raise InputError(f"column {extra!r} is not in the dataset (columns: {names})")
     if mask_column is not None and not tokens:
-        raise ValueError("mask_column needs a column of token lists, not lengths")
+        raise InputError("mask_column needs a column of token lists, not lengths")
     indexed, n = index_rows(ds)
     raise_worker_errors(indexed)
     set_shuffle(indexed, shuffle, n)
@@ -370,7 +374,7 @@ def pack(
         rid = indexed.filter(lambda r: r[ROW] == row).take(1)[0][id_column]
         message = message.replace(f"row {row} ", f"row {row} (id {rid}) ", 1)
     if message is not None:
-        raise ValueError(message)
+        raise InputError(message)
     plan = pack_lengths(planned, capacity=opts.capacity, strategy=opts.strategy,
                         overflow=opts.overflow, seed=opts.seed)
     stats = {"windows": plan.n_bins, "lower_bound": plan.lower_bound,
