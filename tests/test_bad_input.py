@@ -453,13 +453,13 @@ def test_input_error_carries_location_and_index():
 
 _SLOW_PACK = textwrap.dedent("""
     import sys, time
-    import ctxkit.packing.collate as collate
+    import ctxkit.packing.sequences as sequences
 
     def slow(*args, **kwargs):
         print("packing", flush=True)
         time.sleep(60)
 
-    collate.pack_arrays = slow
+    sequences.pack_arrays = slow
     from ctxkit.cli import main
     sys.exit(main(sys.argv[1:]))
 """)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -73,6 +74,91 @@ def test_expand_ranges_matches_python():
     values, owner = expand_ranges(lo, hi)
     want = [(v, i) for i, (a, b) in enumerate(zip(lo, hi)) for v in range(a, b)]
     assert list(zip(values.tolist(), owner.tolist())) == want
+
+
+@pytest.fixture
+def no_ray_start(monkeypatch):
+    """Ray must not start: every check of the output runs before it."""
+    import ctxkit.distributed.command as command
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Ray started before the output was checked")
+
+    monkeypatch.setattr(command, "init_ray", refuse)
+
+
+def test_ray_output_is_checked_before_ray_starts(no_ray_start, tmp_path, capsys):
+    from ctxkit.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "a b c"}\n')
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "full.parquet").mkdir()
+    (tmp_path / "full.parquet" / "x.parquet").write_bytes(b"")
+    (tmp_path / "afile").write_text("")
+    pack = ["pack", src, "-c", 64]
+    for args, message in [
+        ([*pack, "-o", tmp_path / "out.txt"], "-o must end in .jsonl or .parquet, got out.txt"),
+        ([*pack, "-o", tmp_path / "out.json"], "-o must end in .jsonl or .parquet"),
+        ([*pack, "-o", tmp_path / "plain"], "is a directory; name a file ending in .jsonl or "
+                                            ".parquet, or a directory ending in"),
+        ([*pack, "-o", tmp_path / "full.parquet"], "is a directory that is not empty"),
+        ([*pack, "-o", tmp_path / "afile" / "out.jsonl"], "is a file, not a directory"),
+        ([*pack, "-o", src], "is the input file"),
+        ([*pack, "-o", tmp_path / "o.jsonl", "--report", tmp_path / "o.jsonl"],
+         "would overwrite the output"),
+        (["pack", tmp_path / "missing.jsonl", "-c", 64, "-o", tmp_path / "o.jsonl"],
+         "input file not found"),
+        (["dedup", src, "-o", tmp_path / "k.npy", "--method", "minhash"],
+         "-o must end in .jsonl or .parquet"),
+        (["dedup", src, "-o", tmp_path / "k.jsonl", "--method", "exact"], "only --method"),
+        (["embed", src, "-o", tmp_path / "v.jsonl"], "-o must end in .npy or .parquet"),
+        (["embed", src, "-o", "s3://bucket/v.npy"], "is a URI: it must end in .parquet"),
+    ]:
+        code = main([str(a) for a in args] + ["--ray", "local"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and message in err[0], (args, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "full.parquet", "in.jsonl",
+                                                          "plain"]
+
+
+def test_join_parts_streams_parquet_parts_into_one_file(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ctxkit.distributed.output import join_parts
+
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    pq.write_table(pa.table({"a": [1, 2], "b": ["x", "y"]}), parts / "0.parquet")
+    pq.write_table(pa.table({"a": [3], "b": pa.array([None], pa.null())}), parts / "1.parquet")
+    (parts / "_SUCCESS").write_text("")  # not a part
+    assert join_parts(parts, tmp_path / "out.parquet", "parquet") == 2
+    got = pq.read_table(tmp_path / "out.parquet")
+    assert got.to_pydict() == {"a": [1, 2, 3], "b": ["x", "y", None]}
+    empty = tmp_path / "none"
+    empty.mkdir()
+    schema = pa.schema([("window", pa.int64())])
+    assert join_parts(empty, tmp_path / "e.parquet", "parquet", schema=schema) == 0
+    assert pq.read_table(tmp_path / "e.parquet").schema == schema
+    assert join_parts(empty, tmp_path / "e.jsonl", "json") == 0
+    assert (tmp_path / "e.jsonl").read_bytes() == b""
+
+
+def test_a_failed_ray_write_keeps_the_previous_output(tmp_path):
+    from ctxkit.distributed.output import check_output, write_dataset
+
+    class Failing:
+        def write_json(self, target):
+            (Path(target) / "0.json").write_text('{"x": 1}\n')
+            raise RuntimeError("worker lost")
+
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous\n")
+    with pytest.raises(RuntimeError, match="worker lost"):
+        write_dataset(Failing(), check_output(out, (".jsonl",)))
+    assert out.read_text() == "previous\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]  # no part files left
 
 
 # ---------------------------------------------------------------- row numbers
@@ -366,9 +452,9 @@ def test_run_command_dedup_and_pack(ray_session, tmp_path):
     report = json.loads((tmp_path / "dups.json").read_text())
     assert rows["removed (minhash)"] == ref.n_removed == report["removed"] == \
         len(report["duplicates"])
-    kept = [json.loads(line) for f in sorted((tmp_path / "kept.jsonl").iterdir())
-            for line in f.read_text().splitlines()]
+    kept = [json.loads(line) for line in (tmp_path / "kept.jsonl").read_text().splitlines()]
     assert sorted(r["id"] for r in kept) == sorted(f"r{i}" for i in ref.keep)
+    assert rows["output"] == str(tmp_path / "kept.jsonl")
     with pytest.raises(ValueError, match="only --method minhash"):
         run_command("dedup", "local", src, tmp_path / "x.jsonl", method="exact,minhash")
     with pytest.raises(ValueError, match=r"field\(s\) \['text'\] not in"):
@@ -389,10 +475,9 @@ def test_run_command_dedup_and_pack(ray_session, tmp_path):
 
 
 def test_run_command_embed_parquet_matches_packed_encoder(ray_session, tmp_path, actor_threads):
-    """The real PackedEncoder in CPU actors; parquet part files carry id, vector and row."""
+    """The real PackedEncoder in CPU actors; the parquet output carries id, vector and row."""
     import json
 
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from ctxkit.distributed import run_command
@@ -405,8 +490,7 @@ def test_run_command_embed_parquet_matches_packed_encoder(ray_session, tmp_path,
                            for i, t in enumerate(texts)))
     rows = dict(run_command("embed", "local", src, tmp_path / "v.parquet", id_field="k",
                             ids=True, chunk_size=3, normalize=False))
-    table = pa.concat_tables([pq.read_table(f) for f in
-                              sorted((tmp_path / "v.parquet").glob("*.parquet"))]).sort_by("row")
+    table = pq.read_table(tmp_path / "v.parquet").sort_by("row")
     assert rows["texts"] == len(texts) and table.column_names == ["id", "embedding", "row"]
     assert table.column("id").to_pylist() == [f"d{i}" for i in range(len(texts))]
     # chunks of 3 texts on both sides, torch on one thread on both (``actor_threads``): the
@@ -443,6 +527,21 @@ def test_cli_ray_option(ray_session, tmp_path, capsys):
                  "--ray", "local"]) == 0
     assert "ctxkit dedup on Ray" in capsys.readouterr().out
     assert main(["dedup", str(src), "-o", str(tmp_path / "k2.jsonl"), "--ray", "local"]) == 2
-    assert main(["pack", str(src), "-c", "128", "-o", str(tmp_path / "w.parquet"),
+    assert main(["pack", str(src), "-c", "128", "-o", str(tmp_path / "w.jsonl"),
                  "--overflow", "truncate", "--ray", "local"]) == 0
-    assert "ctxkit pack on Ray" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "ctxkit pack on Ray" in out
+    # -o out.jsonl is the file written: one window per line, no part files left beside it
+    windows = [json.loads(line) for line in (tmp_path / "w.jsonl").read_text().splitlines()]
+    assert sorted(w["window"] for w in windows) == list(range(len(windows)))
+    assert sorted(int(i) for w in windows for i in w["source_ids"]) == \
+        [i for i, t in enumerate(texts) if t]  # empty texts are reported, not packed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "kept.jsonl", "w.jsonl"]
+    # an existing empty directory receives the part files themselves
+    (tmp_path / "parts.parquet").mkdir()
+    assert main(["pack", str(src), "-c", "128", "-o", str(tmp_path / "parts.parquet"),
+                 "--overflow", "truncate", "--ray", "local"]) == 0
+    assert "(part files)" in capsys.readouterr().out
+    parts = sorted((tmp_path / "parts.parquet").glob("*.parquet"))
+    assert parts and ray.data.read_parquet(str(tmp_path / "parts.parquet")).count() == \
+        len(windows)

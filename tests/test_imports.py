@@ -1,4 +1,5 @@
-"""Imports between ctxkit's modules: no cycle, and every module imports in any order."""
+"""ctxkit's modules: no import cycle, every module imports in any order, none past the line
+limit (one concept per module)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ctxkit"
@@ -131,3 +134,29 @@ def test_every_module_imports_in_any_order():
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["ok", str(len(names))]
+
+
+# One concept per module: a module past this many lines is doing more than one thing.
+MAX_MODULE_LINES = 500
+# Modules over the limit, each with the line count it may not grow past, until it is split.
+OVER_LIMIT = {"ctxkit/compression/prune.py": 577}
+
+
+def test_no_module_is_over_the_line_limit():
+    over = {}
+    for path in module_names().values():
+        rel = path.relative_to(ROOT).as_posix()
+        lines = len(path.read_text().splitlines())
+        if lines > max(MAX_MODULE_LINES, OVER_LIMIT.get(rel, 0)):
+            over[rel] = lines
+    assert over == {}, f"modules over {MAX_MODULE_LINES} lines (split them): {over}"
+
+
+def test_the_line_limit_can_fail(tmp_path, monkeypatch):
+    big = tmp_path / "ctxkit" / "big.py"
+    big.parent.mkdir()
+    big.write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "ctxkit")
+    with pytest.raises(AssertionError, match="ctxkit/big.py"):
+        test_no_module_is_over_the_line_limit()

@@ -59,7 +59,8 @@ BatchTokensOpt = Annotated[int | None, typer.Option(min=1, help="Token slots per
 ChunkSizeOpt = Annotated[int, typer.Option(min=1, help="Records read, packed and written at a "
                                            "time (bounds memory).")]
 RAY_HELP = ("Run on Ray Data: 'local' (start Ray here), 'auto' (this machine's cluster) or "
-            "ray://HOST:10001. IN may be a directory or URI; -o becomes a directory of part files.")
+            "ray://HOST:10001. IN may be a directory or URI; -o is the file written (an "
+            "existing directory or a URI gets part files).")
 RayOpt = Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help=RAY_HELP)]
 KvModelOpt = Annotated[str | None, typer.Option(
     "--kv-model", metavar="NAME_OR_DIR", help="Also report KV-cache memory for this model: a "
@@ -94,6 +95,8 @@ def run_stage(command: str, ray_address: str | None, source: Source, target: Tar
                            field=source.field, id_field=source.id_field,
                            template=source.template, skip_bad=source.skip_bad,
                            report_path=target.report, **options)
+    except InputError:
+        raise
     except (ValueError, RayMissingError) as exc:
         raise InputError(str(exc)) from None
     print_table(f"ctxkit {command} on Ray ({ray_address})", rows)

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ctxkit.distributed.cluster import cluster_cpus, require_ray
+from ctxkit.options import bad_option
 
 __all__ = ["Broadcast", "collect_columns", "expand_ranges", "hash_partitions"]
 
@@ -63,7 +64,7 @@ def hash_partitions(rows: int, row_bytes: int, num_partitions: int | None = None
     """Partitions for a hash shuffle: at least one per CPU, blocks of at most ~128 MiB."""
     if num_partitions is not None:
         if num_partitions < 1:
-            raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+            raise bad_option("num_partitions", f" must be positive, got {num_partitions}")
         return int(num_partitions)
     by_size = -(-rows * row_bytes // (128 << 20))
     return int(max(cluster_cpus(), by_size, 1))
@@ -87,7 +88,7 @@ def set_shuffle(ds: Any, shuffle: str | None, rows: int = 0) -> None:
     if shuffle is None:
         return
     if shuffle not in SHUFFLES:
-        raise ValueError(f"shuffle must be one of {SHUFFLES} or None, got {shuffle!r}")
+        raise bad_option("shuffle", f" must be one of {SHUFFLES} or None, got {shuffle!r}")
     if shuffle == "auto":
         shuffle = "sort" if rows < AUTO_HASH_ROWS else "hash"
     from ray.data.context import ShuffleStrategy

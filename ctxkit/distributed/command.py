@@ -4,37 +4,39 @@ The CLI parses its options as usual and hands them to :func:`run_command`, which
 Ray (``ADDRESS``: ``local`` starts a local instance, ``auto`` joins the cluster this machine
 belongs to, ``ray://head:10001`` a remote one), reads the input with Ray Data's readers (a
 ``.jsonl``/``.json``/``.parquet`` file, a directory of them, or a cloud URI), runs the stage
-and writes the result. Outputs are written by the workers: a path ending in ``.parquet`` or
-``.jsonl`` becomes a *directory* of part files of that format (one per block). Small outputs
-are written by the driver, atomically: the dedup report (``--report``, one entry per removed
-record) and ``.npy`` embeddings (collected in input order; use ``.parquet`` for big corpora).
-It returns ``(metric, value)`` rows for the CLI's summary table.
+and writes the result. ``-o out.parquet`` (or ``.jsonl``) is the file written: the workers
+write part files beside it and the driver joins them into it; an existing directory or a URI
+receives the part files themselves (:mod:`ctxkit.distributed.output`). The input and the
+output are checked before Ray starts. Small outputs are written by the driver, atomically: the
+dedup report (``--report``, one entry per removed record) and ``.npy`` embeddings (collected in
+input order; use ``.parquet`` for big corpora). It returns ``(metric, value)`` rows for the
+CLI's summary table.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ctxkit.deduplication.options import MinHashOptions
 from ctxkit.distributed.cluster import init_ray, require_ray
 from ctxkit.distributed.errors import WorkerInputError, raise_worker_errors, worker_input_error
+from ctxkit.distributed.output import RayOutput, check_output, uri, write_dataset
 from ctxkit.distributed.rows import ROW
+from ctxkit.errors import InputError, InputNotFoundError, OptionError
 
 __all__ = ["COMMANDS", "read_dataset", "run_command"]
 
 COMMANDS = ("dedup", "embed", "pack")
 _FORMATS = {".jsonl": "json", ".ndjson": "json", ".json": "json", ".parquet": "parquet",
             ".pq": "parquet"}
-
-
-def _uri(path: str | Path) -> str:
-    """``path`` as a string; restores the ``//`` of a URI that ``pathlib.Path`` collapsed."""
-    text = str(path)
-    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]+):/(?!/)", r"\1://", text)
+_M = MinHashOptions()  # the MinHash defaults (the CLI passes every option; Python callers may not)
+# what -o may end in, per command (.npy: written by the driver)
+OUTPUTS = {"dedup": (".jsonl", ".parquet"), "embed": (".npy", ".parquet"),
+           "pack": (".jsonl", ".parquet")}
 
 
 def _format_of(path: str) -> str:
@@ -42,20 +44,22 @@ def _format_of(path: str) -> str:
     if p.is_dir():
         found = {_FORMATS[f.suffix.lower()] for f in p.iterdir() if f.suffix.lower() in _FORMATS}
         if len(found) != 1:
-            raise ValueError(f"directory {path} must hold .jsonl/.json or .parquet files, one kind")
+            raise InputError(f"input directory {path} must hold .jsonl/.json or .parquet "
+                             "files, one kind")
         return found.pop()
     suffix = p.suffix.lower()
     if suffix not in _FORMATS:
-        raise ValueError(f"input must be .jsonl, .json or .parquet (file or directory), got {path}")
+        raise InputError(f"input must be .jsonl, .json or .parquet (file or directory), got "
+                         f"{path}")
     if "://" not in path and not p.exists():
-        raise ValueError(f"input file not found: {path}")
+        raise InputNotFoundError(path)
     return _FORMATS[suffix]
 
 
 def read_dataset(path: str | Path, columns: list[str]) -> Any:
     """A Ray dataset over ``path`` (file, directory or URI), checked to have ``columns``."""
     ray = require_ray()
-    path = _uri(path)
+    path = uri(path)
     if _format_of(path) == "parquet":
         ds = ray.data.read_parquet(path)
     else:
@@ -64,23 +68,8 @@ def read_dataset(path: str | Path, columns: list[str]) -> Any:
     names = ds.columns() or []
     missing = [c for c in columns if c not in names]
     if missing:
-        raise ValueError(f"field(s) {missing} not in {path} (fields: {names})")
+        raise InputError(f"field(s) {missing} not in {path} (fields: {names})")
     return ds
-
-
-def _write(ds: Any, output: Path) -> str:
-    """Write ``ds`` as a directory of part files named after ``output``'s suffix."""
-    kind = _FORMATS.get(output.suffix.lower())
-    if kind is None:
-        raise ValueError(f"output must end in .parquet or .jsonl, got {output}")
-    target = _uri(output)
-    if "://" not in target and output.exists() and (output.is_file() or any(output.iterdir())):
-        raise ValueError(f"output {output} exists; Ray writes a directory of part files there")
-    if kind == "parquet":
-        ds.write_parquet(target)
-    else:
-        ds.write_json(target)
-    return f"{target}/ (part files)"
 
 
 def run_command(
@@ -110,39 +99,46 @@ def run_command(
       keywords, ``tokenizer``, ``train_on_prompt`` (alpaca) and ``mode`` (``"global"``, the
       windows of a local run, or ``"block"``).
 
-    ``skip_bad`` is refused: a bad record stops the run with a one-line ``ValueError`` naming
-    it (the worker's typed :class:`~ctxkit.distributed.errors.WorkerInputError`). Raises
+    ``output`` is the file written (an existing directory or a URI receives part files, see
+    :mod:`ctxkit.distributed.output`). ``skip_bad`` is refused: a bad record stops the run with
+    a one-line :class:`~ctxkit.errors.InputError` naming it (the worker's typed
+    :class:`~ctxkit.distributed.errors.WorkerInputError`). The options, the input and the
+    output are checked before Ray starts. Raises
     :class:`~ctxkit.distributed.cluster.RayMissingError` when Ray is not installed.
     """
-    from ctxkit.errors import OptionError
     from ctxkit.options import cli_option_error
 
     if command not in COMMANDS:
-        raise ValueError(f"--ray supports {COMMANDS}, not {command!r}")
+        raise InputError(f"--ray supports {', '.join(COMMANDS)}, not {command!r}")
     if skip_bad:
-        raise ValueError("--skip-bad does not run with --ray (a bad record stops the run and "
-                         "is named); run without --ray, or fix the record")
+        raise OptionError("--skip-bad", "--skip-bad does not run with --ray (a bad record "
+                          "stops the run and is named); run without --ray, or fix the record")
     if template is not None and field is not None and command != "dedup":
-        raise ValueError("give either --template or --field, not both")
-    try:  # options are checked before Ray starts
+        raise OptionError("--template", "give either --template or --field, not both")
+    if command == "dedup":
+        if template is not None:
+            raise OptionError("--template", "--template does not run with dedup --ray; use "
+                              "--field")
+        _check_dedup_method(options.get("method", "minhash"))
+    try:  # options, input and output are checked before Ray starts
         options = _with_option_set(command, options)
     except OptionError as exc:
         raise cli_option_error(exc) from None
+    _format_of(uri(input_path))
+    target = check_output(output, OUTPUTS[command], input_path=input_path, report=report_path)
+    reader = _Reader(str(input_path), None if template else (field or "text"), template,
+                     id_field)
     ray = require_ray()
     init_ray(None if address in (None, "", "local") else address)
     start = time.perf_counter()
-    output = Path(output)
-    reader = _Reader(str(input_path), None if template else (field or "text"), template,
-                     id_field)
     try:
         if command == "dedup":
-            if template is not None:
-                raise ValueError("--template does not run with dedup --ray; use --field")
-            rows = _dedup(input_path, output, field or "text", id_field, report_path, **options)
+            rows = _dedup(input_path, target, field or "text", id_field, report_path,
+                          **options)
         elif command == "embed":
-            rows = _embed(reader, output, report_path, **options)
+            rows = _embed(reader, target, report_path, **options)
         else:
-            rows = _pack(reader, output, report_path, **options)
+            rows = _pack(reader, target, report_path, **options)
     except OptionError as exc:
         raise cli_option_error(exc) from None
     except ray.exceptions.RayError as exc:
@@ -150,7 +146,7 @@ def run_command(
         found = worker_input_error(exc)
         if found is None:
             raise
-        raise ValueError(found.message) from None
+        raise InputError(found.message) from None
     seconds = time.perf_counter() - start
     return [("ray cluster CPUs / GPUs", f"{int(ray.cluster_resources().get('CPU', 0))} / "
              f"{int(ray.cluster_resources().get('GPU', 0))}"), *rows, ("seconds", seconds)]
@@ -182,7 +178,7 @@ class _Reader:
         from ctxkit.io.records import TEMPLATES
 
         if template is not None and template not in TEMPLATES:
-            raise ValueError(f"unknown --template {template!r}; choose one of "
+            raise OptionError("--template", f"unknown --template {template!r}; choose one of "
                              f"{', '.join(TEMPLATES)}")
         self.path, self.field, self.template, self.id_field = path, field, template, id_field
 
@@ -193,7 +189,7 @@ class _Reader:
         cols = ([self.field] if self.field else []) + ([self.id_field] if self.id_field else [])
         ds, n = index_rows(read_dataset(self.path, cols))
         if n == 0:
-            raise ValueError(f"no records in {self.path}")
+            raise InputError(f"no records in {self.path}")
         return raise_worker_errors(ds), n
 
     def records(self, batch: dict[str, np.ndarray]) -> list:
@@ -229,15 +225,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _check_dedup_method(method: Any) -> None:
+    stages = [m.strip() for m in method.split(",")] if isinstance(method, str) else list(method)
+    if stages != ["minhash"]:
+        raise OptionError("--method", f"with --ray only --method minhash runs distributed, got "
+                          f"{method!r} (run exact dedup without --ray, or as a first pass)")
+
+
 def _dedup(input_path, output, field, id_field, report_path, method="minhash", threshold=None,
-           keep="first", num_perm=128, ngram=5, unit="char", seed=1, punctuation=False) -> list:
+           keep="first", num_perm=_M.num_perm, ngram=_M.ngram, unit=_M.unit, seed=_M.seed,
+           punctuation=False) -> list:
     from ctxkit.distributed.minhash import minhash_dedup
     from ctxkit.io.records import write_json
 
-    stages = [m.strip() for m in method.split(",")] if isinstance(method, str) else list(method)
-    if stages != ["minhash"]:
-        raise ValueError(f"with --ray only --method minhash runs distributed, got {method!r} "
-                         "(run exact dedup without --ray, or as a first pass)")
     if isinstance(threshold, dict):
         threshold = threshold.get("minhash")
     ds = read_dataset(input_path, [field] + ([id_field] if id_field else []))
@@ -246,7 +246,7 @@ def _dedup(input_path, output, field, id_field, report_path, method="minhash", t
     out = minhash_dedup(ds, column=field, threshold=threshold, num_perm=num_perm,
                         id_column=id_field, ngram=ngram, unit=unit, seed=seed, keep=keep,
                         normalization=Normalization(punctuation=punctuation))
-    where = _write(out.kept, output)
+    where = write_dataset(out.kept, output)
     n, removed = out.result.n, out.result.removed
     if report_path is not None:  # the local report's fields, "line" aside
         from ctxkit.distributed.blocks import collect_columns
@@ -270,22 +270,20 @@ def _texts_block(batch: dict[str, np.ndarray], reader: _Reader) -> dict[str, Any
             "text": np.array([r.text for r in records], dtype=object)}
 
 
-def _embed(reader: _Reader, output: Path, report_path, *, opts: Any,
+def _embed(reader: _Reader, output: RayOutput, report_path, *, opts: Any,
            ids: bool = False) -> list:
     from ctxkit.distributed.embedding import embed
     from ctxkit.io.records import atomic_write, write_json
 
-    suffix = output.suffix.lower()
-    if suffix not in (".npy", ".parquet"):
-        raise ValueError(f"output must end in .npy or .parquet, got {output.name!r}")
     ds, n = reader.dataset()
     texts = ds.map_batches(_texts_block, fn_kwargs={"reader": reader}, batch_format="numpy")
     vecs = embed(texts, column="text", id_column=ROW, carry_columns=["id"] if ids else [],
                  options=opts)
-    if suffix == ".parquet":
-        rows = [("texts", n), ("output", _write(vecs.map_batches(
+    if output.kind == "parquet":
+        rows = [("texts", n), ("output", write_dataset(vecs.map_batches(
             _vector_table, batch_format="numpy", fn_kwargs={"ids": ids}), output))]
     else:
+        path = output.path
         got: dict[str, list] = {ROW: [], "embedding": [], "id": []}
         for batch in vecs.iter_batches(batch_size=None, batch_format="numpy"):
             for k in got:
@@ -293,17 +291,17 @@ def _embed(reader: _Reader, output: Path, report_path, *, opts: Any,
                     got[k].append(batch[k])
         order = np.argsort(np.concatenate(got[ROW]))
         matrix = np.ascontiguousarray(np.concatenate(got["embedding"])[order], dtype="<f4")
-        with atomic_write(output, "wb", encoding=None) as fh:
+        with atomic_write(path, "wb", encoding=None) as fh:
             np.save(fh, matrix)
-        rows = [("texts", len(matrix)), ("dim", matrix.shape[1]), ("output", str(output))]
+        rows = [("texts", len(matrix)), ("dim", matrix.shape[1]), ("output", str(path))]
         if ids:
-            ids_path = output.with_name(output.name + ".ids.jsonl")
+            ids_path = path.with_name(path.name + ".ids.jsonl")
             # the local command writes one JSON string per line: the same bytes
             with atomic_write(ids_path) as fh:
                 fh.writelines(_json_line(i) for i in np.concatenate(got["id"])[order].tolist())
             rows.append(("ids", str(ids_path)))
     if report_path is not None:
-        write_json(report_path, {"texts": n, "output": str(output), **{
+        write_json(report_path, {"texts": n, "output": output.target, **{
             k: v for k, v in opts.to_dict().items() if k != "model"}})
     return rows
 
@@ -353,7 +351,7 @@ def _tokenize_block(batch: dict[str, np.ndarray], reader: _Reader, tokenizer: st
     return out
 
 
-def _pack(reader: _Reader, output: Path, report_path, *, opts: Any,
+def _pack(reader: _Reader, output: RayOutput, report_path, *, opts: Any,
           tokenizer: str = "cl100k_base", separator: str | None = None,
           train_on_prompt: bool = False, mode: str = "global") -> list:
     from ctxkit.distributed.packing import pack, window_utilization
@@ -361,8 +359,6 @@ def _pack(reader: _Reader, output: Path, report_path, *, opts: Any,
     from ctxkit.jobs.common import load_tokenizer
     from ctxkit.jobs.pack import parse_separator
 
-    if output.suffix.lower() not in (".parquet", ".jsonl"):
-        raise ValueError(f"output must end in .parquet or .jsonl, got {output.name}")
     tok = load_tokenizer(tokenizer)  # fail here, once, rather than in every worker
     if separator is not None:  # as the CLI says it: eos, none or an id
         opts = opts.replace(separator_id=parse_separator(separator, tok))
@@ -373,7 +369,7 @@ def _pack(reader: _Reader, output: Path, report_path, *, opts: Any,
     out = pack(tokens, column="input_ids", mask_column="completion_mask" if masked else None,
                id_column="id", options=opts, mode=mode)
     windows = out.windows.materialize()
-    where = _write(windows, output)
+    where = write_dataset(windows, output)
     stats = out.stats or window_utilization(windows, opts.capacity)
     skipped = out.skipped.count()
     if report_path is not None:

@@ -25,6 +25,8 @@ from ctxkit.distributed.cluster import cluster_cpus, cluster_gpus, require_ray
 from ctxkit.distributed.errors import WorkerInputError, raise_worker_errors
 from ctxkit.distributed.rows import ROW, index_rows
 from ctxkit.embedding.options import EmbedOptions
+from ctxkit.errors import InputError, OptionError
+from ctxkit.options import bad_option
 
 __all__ = ["embed"]
 
@@ -133,16 +135,16 @@ def embed(
     if opts.device == "auto":
         opts = opts.replace(device="cuda" if gpus else "cpu")
     if opts.model is not None and not isinstance(opts.model, str):
-        raise ValueError("on Ray, model must be a directory every node can read, not a loaded "
-                         "model object")
+        raise OptionError("model", "on Ray, model must be a directory every node can read, "
+                          "not a loaded model object")
     names = ds.columns() or []
     if column not in names:
-        raise ValueError(f"column {column!r} is not in the dataset (columns: {names})")
+        raise InputError(f"column {column!r} is not in the dataset (columns: {names})")
     for name, col in [("id_column", id_column)] + [("carry_columns", c) for c in carry_columns]:
         if col is not None and col not in names:
-            raise ValueError(f"{name} {col!r} is not in the dataset (columns: {names})")
+            raise InputError(f"{name} {col!r} is not in the dataset (columns: {names})")
     if cpus_per_worker < 1:
-        raise ValueError("cpus_per_worker must be positive")
+        raise bad_option("cpus_per_worker", f" must be positive, got {cpus_per_worker}")
     keep = list(dict.fromkeys(c for c in (id_column, column, *carry_columns) if c))
     if id_column == ROW:  # already numbered (ctxkit embed --ray): keep those numbers
         indexed, n = ds.select_columns(keep), ds.count()

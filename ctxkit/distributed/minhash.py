@@ -50,8 +50,9 @@ from ctxkit.distributed.blocks import (
     set_shuffle,
 )
 from ctxkit.distributed.cluster import require_ray
+from ctxkit.distributed.errors import WorkerInputError
 from ctxkit.distributed.rows import ROW, index_rows
-from ctxkit.errors import InternalError
+from ctxkit.errors import InputError, InternalError, OptionError
 
 __all__ = ["DistributedDedup", "minhash_dedup"]
 
@@ -84,9 +85,8 @@ def _text_list(batch: dict[str, np.ndarray], column: str) -> list[str]:
     for i, t in enumerate(out):
         if not isinstance(t, str):
             row = int(batch[ROW][i])
-            raise ValueError(
-                f"row {row}: column {column!r} must hold text, got {type(t).__name__}"
-            )
+            raise WorkerInputError(
+                f"row {row}: column {column!r} must hold text, got {type(t).__name__}", row)
     return out
 
 
@@ -299,14 +299,16 @@ def minhash_dedup(
 
     opts = MinHashOptions.build(options, threshold=threshold, **option_values)
     if opts.boilerplate is not None:
-        raise ValueError("boilerplate stripping counts lines over the whole corpus and does not "
-                         "run on Ray; strip templates before (or pick the varying field)")
+        raise OptionError("boilerplate", "boilerplate stripping counts lines over the whole "
+                          "corpus and does not run on Ray; strip templates first (or pick the "
+                          "varying field)")
     threshold, num_perm = opts.threshold, opts.num_perm
     names = ds.columns() or []
     given = ((column, "column"), (id_column, "id_column"), (score_column, "score_column"))
     for name, what in given:
         if name is not None and name not in names:
-            raise ValueError(f"{what} {name!r} is not a column of the dataset (columns: {names})")
+            raise InputError(f"{what} {name!r} is not a column of the dataset (columns: "
+                             f"{names})")
     bands, rows = opts.banding()
     params = opts.signing()
 

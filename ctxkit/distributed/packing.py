@@ -1,7 +1,7 @@
 """Packing a Ray dataset of token sequences into windows of ``capacity`` tokens.
 
 The options are :class:`ctxkit.packing.options.PackOptions`, the same as :func:`ctxkit.pack`,
-and the windows are collated by the same code (:func:`ctxkit.packing.collate.collate_plan`),
+and the windows are collated by the same code (:func:`ctxkit.packing.tensors.collate_plan`),
 so separators, loss masks, layouts and seeds mean what they mean on one machine. Two modes:
 
 - ``mode="global"`` (two passes): collect every sequence's length on the driver (8 bytes per
@@ -9,7 +9,7 @@ so separators, loss masks, layouts and seeds mean what they mean on one machine.
   :func:`ctxkit.packing.plan.pack_lengths`, broadcast the plan, then one shuffle on the window
   number brings each window's pieces together. The windows are exactly those of
   ``ctxkit.pack`` on the same sequences and options (every strategy and overflow policy).
-- ``mode="block"``: :func:`ctxkit.packing.collate.pack_arrays` on each block (or each
+- ``mode="block"``: :func:`ctxkit.packing.sequences.pack_arrays` on each block (or each
   ``block_rows`` rows) inside ``map_batches``: streaming, no driver state, no shuffle, but
   every block ends with partly filled windows, so utilization drops by about (tail waste per
   block) / (tokens per block). ``evals/distributed.py`` measures the loss against global
@@ -44,6 +44,8 @@ from ctxkit.distributed.blocks import (
 from ctxkit.distributed.cluster import require_ray
 from ctxkit.distributed.errors import WorkerInputError, raise_worker_errors
 from ctxkit.distributed.rows import ROW, index_rows
+from ctxkit.errors import InputError, OptionError
+from ctxkit.options import bad_option
 from ctxkit.packing.options import PackOptions
 
 __all__ = ["MODES", "DistributedPack", "pack", "window_utilization"]
@@ -142,8 +144,8 @@ def _plan_table(plan: Any, rows: np.ndarray, window_ids: np.ndarray) -> Any:
     ``source_ranges`` (no tokens to collate)."""
     import pyarrow as pa
 
-    from ctxkit.packing.collate import plan_segments
     from ctxkit.packing.hf import _lists
+    from ctxkit.packing.tensors import plan_segments
 
     win, inp, start, stop = plan_segments(plan)
     offsets = np.searchsorted(win, np.arange(plan.n_bins + 1))
@@ -158,8 +160,8 @@ def _plan_table(plan: Any, rows: np.ndarray, window_ids: np.ndarray) -> Any:
 
 def _pack_block(batch: dict[str, np.ndarray], column: str, mask_column: str | None,
                 id_column: str | None, tokens: bool, opts: PackOptions) -> Any:
-    from ctxkit.packing.collate import pack_arrays
     from ctxkit.packing.plan import pack_lengths
+    from ctxkit.packing.sequences import pack_arrays
 
     rows = np.asarray(batch[ROW], dtype=np.int64)
     ids = None if id_column is None else batch[id_column]
@@ -212,8 +214,8 @@ def _tag_pieces(batch: dict[str, np.ndarray], plan: Broadcast, column: str,
 
 def _assemble(batch: dict[str, np.ndarray], id_column: str | None, opts: PackOptions) -> Any:
     """Collate the complete windows of one partition, exactly as ``pack_arrays`` would."""
-    from ctxkit.packing.collate import collate_plan
     from ctxkit.packing.plan import BinList, PackLengthsResult
+    from ctxkit.packing.tensors import collate_plan
 
     window = np.asarray(batch["window"], dtype=np.int64)
     order = np.lexsort((np.asarray(batch["slot"]), window))
@@ -260,7 +262,7 @@ def _is_token_column(ds: Any, column: str) -> bool:
 
     schema = ds.schema()
     if schema is None or column not in schema.names:
-        raise ValueError(f"column {column!r} is not in the dataset (columns: {ds.columns()})")
+        raise InputError(f"column {column!r} is not in the dataset (columns: {ds.columns()})")
     kind = schema.base_schema.field(column).type if hasattr(schema.base_schema, "field") else None
     if kind is None:  # pandas-backed block: look at a value
         sample = ds.take(1)
@@ -270,13 +272,14 @@ def _is_token_column(ds: Any, column: str) -> bool:
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or \
             pa.types.is_fixed_size_list(kind) or "tensor" in str(kind).lower():
         return True
-    raise ValueError(f"column {column!r} must hold token-id lists or integer lengths, got {kind}")
+    raise InputError(f"column {column!r} must hold token-id lists or integer lengths, got "
+                     f"{kind}")
 
 
 def _piece_table(plan: Any, n: int) -> tuple[np.ndarray, ...]:
     """The plan's pieces grouped by input: (first piece of each input, window, slot, start,
     stop), so a worker finds a row's pieces with two lookups."""
-    from ctxkit.packing.collate import plan_segments
+    from ctxkit.packing.tensors import plan_segments
 
     window, inp, start, stop = plan_segments(plan)
     row_first = np.searchsorted(window, np.arange(plan.n_bins))
@@ -328,23 +331,24 @@ def pack(
     from ctxkit.packing.plan import pack_lengths
 
     if capacity is None and options is None:
-        raise TypeError("pack needs capacity (or options=PackOptions(capacity=...))")
+        raise OptionError("capacity", "pack needs capacity (or options=PackOptions(capacity=...))")
     opts = PackOptions.resolve(
         options, capacity=capacity, strategy=strategy, overflow=overflow,
         separator_id=separator_id, label_separators=label_separators, pad_id=pad_id,
         seed=seed, layout=layout)
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise bad_option("mode", f" must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "block" and (opts.overflow == "split" or opts.strategy == "wrapped"):
-        raise ValueError("mode='block' keeps each window inside one block; overflow='split' "
-                         "and strategy='wrapped' cut sequences across windows: use mode='global'")
+        raise OptionError("mode", "mode='block' keeps each window inside one block; "
+                          "overflow='split' and strategy='wrapped' cut sequences across windows: "
+                          "use mode='global'")
     tokens = _is_token_column(ds, column)
     names = ds.columns() or []
     for extra in (mask_column, id_column):
         if extra is not None and extra not in names:
-            raise ValueError(f"column {extra!r} is not in the dataset (columns: {names})")
+            raise InputError(f"column {extra!r} is not in the dataset (columns: {names})")
     if mask_column is not None and not tokens:
-        raise ValueError("mask_column needs a column of token lists, not lengths")
+        raise InputError("mask_column needs a column of token lists, not lengths")
     indexed, n = index_rows(ds)
     raise_worker_errors(indexed)
     set_shuffle(indexed, shuffle, n)
@@ -370,7 +374,7 @@ def pack(
         rid = indexed.filter(lambda r: r[ROW] == row).take(1)[0][id_column]
         message = message.replace(f"row {row} ", f"row {row} (id {rid}) ", 1)
     if message is not None:
-        raise ValueError(message)
+        raise InputError(message)
     plan = pack_lengths(planned, capacity=opts.capacity, strategy=opts.strategy,
                         overflow=opts.overflow, seed=opts.seed)
     stats = {"windows": plan.n_bins, "lower_bound": plan.lower_bound,

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ctxkit.distributed.cluster import require_ray
+from ctxkit.errors import InputError
 
 __all__ = ["ROW", "index_rows", "ordered", "with_row_index"]
 
@@ -36,7 +37,7 @@ def _number_block(block: Any, start: int, column: str) -> Any:
 
     table = BlockAccessor.for_block(block).to_arrow()
     if column in table.column_names:
-        raise ValueError(f"the dataset already has a column named {column!r}")
+        raise InputError(f"column {column!r}: the dataset already has a column of that name")
     import pyarrow as pa
 
     rows = pa.array(np.arange(start, start + table.num_rows, dtype=np.int64))

@@ -30,6 +30,7 @@ from typing import Any
 from ctxkit.errors import InputError, InputNotFoundError, Location, RecordError
 from ctxkit.io.messages import MESSAGE_KEYS, normalize_messages
 from ctxkit.io.outputs import atomic_write, write_json, write_jsonl, write_parquet, write_records
+from ctxkit.options import bad_option
 
 __all__ = [
     "Record",
@@ -379,7 +380,7 @@ def read_records(
         1
     """
     if on_error not in ("raise", "skip"):
-        raise ValueError("on_error must be 'raise' or 'skip'")
+        raise bad_option("on_error", f" must be 'raise' or 'skip', got {on_error!r}")
     path = check_input(path)
     report = report if report is not None else ReadReport()
     report.source = str(path)

@@ -221,7 +221,7 @@ def run_chat(
                     if replay:
                         message_format(messages)  # a list of messages, one format
                         if not messages:
-                            raise ValueError("no messages to replay")
+                            raise InputError("no messages to replay")
                         res, cache = _replay(messages, budget, cid, opts, report.turns, kv,
                                              prefix_cache)
                         caches.append(cache)

@@ -135,7 +135,7 @@ class PackReport(JobReport):
 
 
 def batch_report(batch: Any, ids: list[str], **fields: Any) -> PackReport:
-    """A :class:`PackReport` of a :class:`~ctxkit.packing.collate.PackResult` (ids by index)."""
+    """A :class:`PackReport` of a :class:`~ctxkit.packing.result.PackResult` (ids by index)."""
     def named(idx: np.ndarray) -> list[str]:
         return [ids[i] for i in idx.tolist()]
 
@@ -185,9 +185,9 @@ def run_pack(
     """
     from ctxkit.io.outputs import write_json, write_parquet, write_records
     from ctxkit.options import cli_option_error
-    from ctxkit.packing.collate import pack_arrays
     from ctxkit.packing.hf import packed_table
     from ctxkit.packing.options import PackOptions
+    from ctxkit.packing.sequences import pack_arrays
 
     try:
         opts = PackOptions(capacity=capacity, strategy=strategy, overflow=overflow,

@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from ctxkit.errors import InputError
-from ctxkit.packing.collate import PackResult, pack_arrays
 from ctxkit.packing.options import PackOptions
+from ctxkit.packing.result import PackResult
+from ctxkit.packing.sequences import pack_arrays
 
 _D = PackOptions()
 
@@ -74,7 +75,7 @@ def packed_table(batch: PackResult, ids: Sequence[Any] | None = None):
     each segment within its input, separator included).
 
     Example:
-        >>> from ctxkit.packing.collate import pack
+        >>> from ctxkit import pack
         >>> t = packed_table(pack([[1, 2], [3]], capacity=4), ids=["a", "b"])
         >>> t.column("source_ids").to_pylist(), t.column("seq_lengths").to_pylist()
         ([['a', 'b']], [[2, 1]])
@@ -152,7 +153,7 @@ def pack_dataset(
     column when present. Returns a ``datasets.Dataset`` with one row per window: ``input_ids``,
     ``labels``, ``position_ids``, ``segment_ids``, ``seq_lengths``, ``source_ids``,
     ``source_ranges`` (see :func:`packed_table`). With ``return_batch=True`` also returns the
-    :class:`~ctxkit.packing.collate.PackResult` (its report: windows, lower bound, utilization,
+    :class:`~ctxkit.packing.result.PackResult` (its report: windows, lower bound, utilization,
     split/truncated/dropped/empty inputs). ``layout`` defaults to ``"flat"`` (TRL's
     padding-free rows) or, when ``options`` (a :class:`~ctxkit.packing.options.PackOptions`)
     is given, to its layout; ``capacity`` is required unless ``options`` carries it.

@@ -63,6 +63,7 @@ import numpy as np
 
 from ctxkit import validate
 from ctxkit.errors import InputError, SequenceTooLongError
+from ctxkit.options import bad_option
 from ctxkit.packing.binpack import bfd, ffd, next_fit
 from ctxkit.packing.optimal import optimal_assign
 from ctxkit.packing.options import OVERFLOW_POLICIES, STRATEGIES, check_capacity, check_choice
@@ -275,7 +276,8 @@ def assign_bins(sizes, capacity: int, strategy: str = "bfd") -> tuple[np.ndarray
     if not sizes.size:
         return _EMPTY.copy(), _EMPTY.copy()
     if sizes.min() < 1 or sizes.max() > capacity:
-        raise ValueError("assign_bins needs sizes in 1..capacity")
+        raise InputError(f"sizes must be in 1..capacity ({capacity}), got "
+                         f"{int(sizes.min())}..{int(sizes.max())}")
     if strategy == "bfd":
         return bfd(sizes, capacity)
     if strategy == "ffd":
@@ -284,7 +286,8 @@ def assign_bins(sizes, capacity: int, strategy: str = "bfd") -> tuple[np.ndarray
         return next_fit(sizes, capacity)
     if strategy == "optimal":
         return optimal_assign(sizes, capacity, fallback=bfd(sizes, capacity))
-    raise ValueError(f"assign_bins does not do strategy {strategy!r}")
+    raise bad_option("strategy", f" must be bfd, ffd, greedy or optimal for assign_bins, got "
+                     f"{strategy!r}")
 
 
 def _group(order: np.ndarray, bin_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
