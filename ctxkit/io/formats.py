@@ -51,7 +51,12 @@ from typing import Any
 from ctxkit.errors import InputError
 from ctxkit.io import frameworks
 from ctxkit.io.frameworks import compact_parts, openai_call
-from ctxkit.io.messages import check_tool_results, dict_format, message_format
+from ctxkit.io.messages import (
+    OPENAI_ROLES,
+    check_tool_results,
+    dict_format,
+    message_format,
+)
 
 __all__ = ["FORMATS", "IMAGE_TOKENS", "Conversation", "detect_format", "image_parts",
            "read_conversation"]
@@ -85,7 +90,10 @@ def image_parts(m: Mapping[str, Any]) -> int:
 
 
 def _dict_kind(m: Mapping[str, Any]) -> str | None:
-    """``openai``, ``anthropic`` or ``None`` (readable as either) for a dict with a role."""
+    """``openai``, ``anthropic`` or ``None`` (readable as either, or an unknown role that the
+    format's reader reports) for a dict with a role."""
+    if m.get("role") not in OPENAI_ROLES:
+        return None
     if m.get("role") not in _ANTHROPIC_ROLES or any(k in m for k in _OPENAI_KEYS):
         return "openai"
     content = m.get("content")
