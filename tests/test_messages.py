@@ -54,6 +54,15 @@ def test_views_of_both_formats_agree():
     ([{"speaker": "x"}], ValueError, r"message 0 has neither 'role'"),
     ([{"role": "user", "content": 5}], ValueError, "message 0 content is int"),
     (["text"], InputError, "message 0 is str"),
+    ([{"role": "user", "content": "a"}, {"role": "robot", "content": "b"}], InputError,
+     "message 1 has unknown role 'robot'"),
+    ([{"from": "human", "value": "a"}, {"from": "Caroline", "value": "b"}], InputError,
+     "message 1 has unknown role 'Caroline'"),
+    ([{"role": "user"}], InputError, r"message 0 \(user\) has no 'content'"),
+    ([{"role": "user", "content": "a"}, {"role": "tool", "tool_call_id": "c7", "content": "1"}],
+     InputError, "message 1 answers tool call 'c7', which no earlier message makes"),
+    ([{"role": "user", "content": "a"}, {"role": "function", "name": "f", "content": "1"}],
+     InputError, r"message 1 is a tool result \(function\) with no tool call before it"),
 ])
 def test_bad_conversations_fail_the_same_way_in_every_stage(messages, error, match):
     with pytest.raises(error, match=match):
@@ -104,3 +113,23 @@ def test_one_courtesy_list_for_dedup_and_compression():
     out = compress_chat(msgs, count_chat_tokens(msgs) - 2, scorer="idf")
     dropped = {c.index: c.code for c in out.ledger if c.action == "dropped"}
     assert dropped == {2: "filler"}
+
+
+def test_a_tool_call_may_omit_content_and_results_may_come_later():
+    msgs = [{"role": "user", "content": "weather?"},
+            {"role": "assistant", "tool_calls": [{"id": "c1"}, {"id": "c2"}]},
+            {"role": "tool", "tool_call_id": "c2", "content": "7 C"},
+            {"role": "user", "content": "and?"},
+            {"role": "tool", "tool_call_id": "c1", "content": "4 C"},
+            {"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}},
+            {"role": "function", "name": "f", "content": "ok"}]
+    views = parse_messages(msgs)
+    assert views[1].text == "" and views[1].tool_call_ids == ("c1", "c2")
+    assert [m.tool_call_id for m in views] == [None, None, "c2", None, "c1", None, None]
+    # the late result is kept or dropped with its call, never alone
+    for budget in range(30, count_chat_tokens(msgs), 5):
+        try:
+            out = compress_chat(msgs, budget, keep_last=1, scorer="idf")
+        except ValueError:
+            continue
+        assert len({i in out.kept for i in (1, 2, 4)}) == 1, budget

@@ -1,10 +1,12 @@
 """Compress a chat history to a token budget, keeping what the next answer needs.
 
-``compress_chat`` takes OpenAI-style ``{"role", "content"}`` messages (with ``tool_calls`` /
-``tool_call_id`` / ``name``) or ShareGPT ``{"from", "value"}`` turns and returns messages in the
-same format that fit ``budget`` tokens, counted the way chat APIs bill them: every message costs
-``per_message`` tokens of framing plus its role, name, content and tool calls, and the reply is
-primed with ``reply_priming`` more (OpenAI's published accounting: 3 and 3).
+``compress_chat`` takes a conversation in any format :mod:`ctxkit.io.formats` reads (OpenAI,
+Anthropic with its system prompt given apart, ShareGPT, LangChain ``BaseMessage``s, LlamaIndex
+``ChatMessage``s) and returns the kept messages in the same format and types (an untouched
+message is the very object it came as) that fit ``budget`` tokens, counted the way chat APIs
+bill them: every message costs ``per_message`` tokens of framing plus its role, name, content
+(tool results included), tool calls (names and arguments) and ``image_tokens`` per image, and
+the reply is primed with ``reply_priming`` more (OpenAI's published accounting: 3 and 3).
 
 In order:
 
@@ -24,8 +26,10 @@ In order:
 5. a tool result whose call is gone is dropped; with ``alternate=True`` user and assistant
    turns are kept alternating.
 
-An assistant message with tool calls and the tool results answering it are one unit: kept or
-dropped together, never shortened. Every removed or shortened message is in the ledger.
+An assistant message with tool calls and every tool result answering it (parallel calls
+included; in Anthropic's format the next user turn's ``tool_result`` blocks) are one unit: kept
+or dropped together, never shortened, so the window never starts with a tool result. Every
+removed or shortened message is in the ledger.
 Per-message features (tokens, bits, shingles, embeddings, shortened forms) come from a
 :class:`~ctxkit.compression.chat_features.ChatFeatures` store: fresh per call here, kept across
 turns by :class:`~ctxkit.compression.memory.ChatMemory`, which returns the same results.
@@ -49,7 +53,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -62,7 +66,8 @@ from ctxkit.compression.prune import compress
 from ctxkit.compression.relevance import spread_to_neighbors
 from ctxkit.compression.scorer_base import Scorer
 from ctxkit.compression.scorers import check_scorer
-from ctxkit.io.messages import is_courtesy
+from ctxkit.io.formats import IMAGE_TOKENS, Conversation, read_conversation
+from ctxkit.io.messages import answered_ids, check_tool_results, is_courtesy
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
 from ctxkit.io.messages import raw_role as _role
@@ -95,34 +100,42 @@ class MessageChange:
 
 @dataclass
 class CompressChatResult(BudgetedResult):
-    """The compressed messages (input format) and the ledger of what changed."""
+    """The compressed messages (input format and types) and the ledger of what changed;
+    ``system`` is the system prompt given apart (always kept), else ``None``."""
 
-    messages: list[dict[str, Any]]
+    messages: list[Any]
     original_tokens: int
     compressed_tokens: int
     budget: int
     kept: list[int]  # input indices of the messages in ``messages``
     ledger: list[MessageChange] = field(default_factory=list)
     format: str = "openai"
+    system: Any = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             **self._counts(),
             "format": self.format,
             "kept": self.kept,
             "ledger": [asdict(c) for c in self.ledger],
-            "messages": self.messages,
+            # LangChain and LlamaIndex messages as their own JSON-ready dump
+            "messages": [m.model_dump() if hasattr(m, "model_dump") else m
+                         for m in self.messages],
         }
+        if self.system is not None:
+            out["system"] = self.system
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
 # message access
 
 
-def count_chat_tokens(messages: Sequence[Mapping[str, Any]], *,
+def count_chat_tokens(messages: Sequence[Any], *, system: Any = None,
                       tokenizer: str | Tokenizer = "cl100k_base", per_message: int = 3,
-                      reply_priming: int = 3) -> int:
-    """Tokens a chat API bills for ``messages`` (framing, role, name, content, tool calls).
+                      reply_priming: int = 3, image_tokens: int = IMAGE_TOKENS) -> int:
+    """Tokens a chat API bills for ``messages`` in any format (and a ``system`` prompt given
+    apart): framing, role, name, content, tool calls and results, ``image_tokens`` per image.
 
     Example:
         >>> count_chat_tokens([{"role": "user", "content": "hello world"}])
@@ -130,32 +143,31 @@ def count_chat_tokens(messages: Sequence[Mapping[str, Any]], *,
     """
     validate.non_negative_int(per_message, "per_message")
     validate.non_negative_int(reply_priming, "reply_priming")
+    validate.non_negative_int(image_tokens, "image_tokens")
     tok = resolve_tokenizer(tokenizer)
-    _format(messages)
-    if not messages:
+    internal = read_conversation(messages, system=system).internal
+    if not internal:
         return 0
-    return sum(_message_tokens(m, i, tok, per_message) for i, m in enumerate(messages)) + \
-        reply_priming
-
-
-def _message_tokens(m: Mapping[str, Any], index: int, tok: Tokenizer, per_message: int) -> int:
-    return billed_tokens(m, _role(m), _text(m, index), per_message, tok.count)
+    return sum(billed_tokens(m, _role(m), _text(m, i), per_message, tok.count, image_tokens)
+               for i, m in enumerate(internal)) + reply_priming
 
 
 def _groups(messages: Sequence[Mapping[str, Any]]) -> list[list[int]]:
-    """Message indices grouped so a tool call and the results answering it stay together."""
+    """Message indices grouped so a tool call and every result answering it stay together:
+    a result joins the group of the call its id names (parallel results too, even after
+    other turns); one without an id joins the call right before it."""
     groups: list[list[int]] = []
-    open_ids: set[str] = set()
+    owner: dict[str, int] = {}  # call id -> its group
     for i, m in enumerate(messages):
-        role = _role(m)
-        answers = role in _TOOL_RESULTS and groups and (
-            (m.get("tool_call_id") is not None and str(m["tool_call_id"]) in open_ids)
-            or (m.get("tool_call_id") is None and _is_call(messages[groups[-1][0]])))
-        if answers:
-            groups[-1].append(i)
-            continue
+        ids = answered_ids(m)
+        if _role(m) in _TOOL_RESULTS and groups:
+            g = owner.get(ids[0]) if ids else (
+                len(groups) - 1 if _is_call(messages[groups[-1][0]]) else None)
+            if g is not None:
+                groups[g].append(i)
+                continue
         groups.append([i])
-        open_ids = set(_tool_ids(m))
+        owner.update(dict.fromkeys(_tool_ids(m), len(groups) - 1))
     return groups
 
 
@@ -174,6 +186,7 @@ def compress_chat(
     keep_last: int = 2,
     keep_system: bool = True,
     tokenizer: str | Tokenizer = "cl100k_base",
+    system: Any = None,
     scorer: str | Scorer = DEFAULT_SCORER,
     per_message: int = 3,
     reply_priming: int = 3,
@@ -185,6 +198,7 @@ def compress_chat(
     whole_share: float = 0.25,
     word_keep: float = 0.5,
     alternate: bool = False,
+    image_tokens: int = IMAGE_TOKENS,
 ) -> CompressChatResult:
     """Fit a chat history into ``budget`` tokens; see the module docstring for the policy.
 
@@ -198,6 +212,9 @@ def compress_chat(
     user/assistant turns alternating (two user turns in a row break many chat templates) by
     dropping the weaker of two same-side turns that a removal made adjacent, and never start
     with an assistant turn. A tool result whose call is not kept is never kept.
+    ``system``: a system prompt sent apart from the messages (Anthropic's top-level
+    ``system``: text or text blocks), counted in the budget, always kept and returned as
+    ``result.system``. ``image_tokens``: tokens billed per image.
     ``options``: a :class:`~ctxkit.compression.options.ChatOptions`; keywords that differ from
     their defaults apply on top of it.
     """
@@ -208,9 +225,25 @@ def compress_chat(
         options, keep_last=keep_last, keep_system=keep_system, tokenizer=tokenizer,
         scorer=scorer, per_message=per_message, reply_priming=reply_priming, shorten=shorten,
         min_shortened=min_shortened, dedup_threshold=dedup_threshold, query_weight=query_weight,
-        neighbors=neighbors, whole_share=whole_share, word_keep=word_keep, alternate=alternate)
+        neighbors=neighbors, whole_share=whole_share, word_keep=word_keep, alternate=alternate,
+        image_tokens=image_tokens)
     check_scorer(opts.scorer)
-    return select(messages, budget, opts, ChatFeatures(opts.tokenizer, opts.scorer), query)
+    conv = read_conversation(messages, system=system)
+    if conv.system is not None:
+        opts = replace(opts, keep_system=True)
+    res = select(conv.internal, budget, opts, ChatFeatures(opts.tokenizer, opts.scorer), query)
+    return _in_input_format(conv, res)
+
+
+def _in_input_format(conv: Conversation, res: CompressChatResult) -> CompressChatResult:
+    """``res`` (on the internal form) with input indices and the input's messages."""
+    off = conv.offset
+    short = {c.index for c in res.ledger if c.action == "shortened"}
+    new_text = {k - off: _text(m, k) for k, m in zip(res.kept, res.messages) if k in short}
+    kept = [k - off for k in res.kept if k >= off]
+    return CompressChatResult(
+        conv.restore(kept, new_text), res.original_tokens, res.compressed_tokens, res.budget,
+        kept, [replace(c, index=c.index - off) for c in res.ledger], conv.format, conv.system)
 
 
 def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions,
@@ -219,10 +252,12 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
     store for a whole conversation; the result is the same as with a fresh one)."""
     check_budget(budget)
     fmt = _format(messages)
+    check_tool_results(messages)
     n = len(messages)
     texts = [_text(m, i) for i, m in enumerate(messages)]
     roles = [_role(m) for m in messages]
-    cost = np.array([features.message_tokens(m, roles[i], texts[i], opts.per_message)
+    cost = np.array([features.message_tokens(m, roles[i], texts[i], opts.per_message,
+                                             opts.image_tokens)
                      for i, m in enumerate(messages)], dtype=np.int64)
     priming = opts.reply_priming if n else 0
     original = int(cost.sum()) + priming
@@ -276,7 +311,8 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
 
     single = [len(groups[group_of[i]]) == 1 for i in range(n)]
     for i in range(n):
-        if not protected[i] and single[i] and (not texts[i].strip() or is_courtesy(texts[i])):
+        if not protected[i] and single[i] and not _is_call(messages[i]) and (
+                not texts[i].strip() or is_courtesy(texts[i])):
             drop([i], "filler", code="filler")
     # a re-asked question: the latest copy stays
     for i, j in enumerate(features.near_duplicates(texts, roles, opts.dedup_threshold)):

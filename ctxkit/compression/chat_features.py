@@ -33,15 +33,25 @@ from ctxkit.compression.lm_scorer import LMScorer
 from ctxkit.compression.scorer_base import Scorer
 from ctxkit.compression.scorers import get_scorer
 from ctxkit.errors import InputError
+from ctxkit.io.formats import IMAGE_TOKENS, image_parts
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = ["ChatFeatures", "billed_tokens"]
 
 
 def billed_tokens(m: Mapping[str, Any], role: str, text: str, per_message: int,
-                  count: Callable[[str], int]) -> int:
-    """Tokens a chat API bills for one message: framing, role, name, content and tool calls."""
-    n = per_message + count(role) + count(text)
+                  count: Callable[[str], int], image_tokens: int = IMAGE_TOKENS) -> int:
+    """Tokens a chat API bills for one message in the internal (OpenAI) form: framing, role,
+    name, text (tool results included), ``image_tokens`` per image part
+    (:data:`~ctxkit.io.formats.IMAGE_TOKENS`, OpenAI's low-detail cost, by default) and tool
+    calls (their JSON: ids, names and arguments).
+
+    Example:
+        >>> n = len  # one token per character, to show the parts
+        >>> billed_tokens({"role": "user", "content": [{"type": "image_url"}]}, "user", "", 3, n)
+        92
+    """
+    n = per_message + count(role) + count(text) + image_tokens * image_parts(m)
     if m.get("name"):
         n += 1 + count(str(m["name"]))
     for key in ("tool_calls", "function_call"):
@@ -81,9 +91,9 @@ class ChatFeatures:
         return n
 
     def message_tokens(self, m: Mapping[str, Any], role: str, text: str,
-                       per_message: int) -> int:
+                       per_message: int, image_tokens: int = IMAGE_TOKENS) -> int:
         """What a chat API bills for one message (see :func:`billed_tokens`)."""
-        return billed_tokens(m, role, text, per_message, self.count)
+        return billed_tokens(m, role, text, per_message, self.count, image_tokens)
 
     # -- information and relevance ------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit.io.formats import IMAGE_TOKENS
 from ctxkit.options import OptionSet, bad_option
 
 __all__ = [
@@ -165,6 +166,8 @@ class ChatOptions(OptionSet):
         whole_share: share in [0, 1] of the free room for turns kept whole.
         word_keep: share in (0, 1] of a shortened turn's tokens kept.
         alternate: keep user/assistant turns alternating.
+        image_tokens: tokens billed per image (>= 0; OpenAI's low-detail cost by default,
+            see :data:`ctxkit.io.formats.IMAGE_TOKENS`).
     """
 
     keep_last: int = 2
@@ -181,11 +184,13 @@ class ChatOptions(OptionSet):
     whole_share: float = 0.25
     word_keep: float = 0.5
     alternate: bool = False
+    image_tokens: int = IMAGE_TOKENS
 
     _what = "chat option"
 
     def __post_init__(self) -> None:
-        for name in ("keep_last", "per_message", "reply_priming", "min_shortened"):
+        for name in ("keep_last", "per_message", "reply_priming", "min_shortened",
+                     "image_tokens"):
             _check_count(self, name)
         for name in ("keep_system", "shorten", "alternate"):
             _check_bool(self, name)

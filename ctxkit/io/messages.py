@@ -30,6 +30,9 @@ from ctxkit.errors import InputError
 __all__ = [
     "MESSAGE_KEYS",
     "Message",
+    "answered_ids",
+    "check_tool_results",
+    "dict_format",
     "is_courtesy",
     "message_format",
     "message_text",
@@ -45,6 +48,10 @@ MESSAGE_KEYS = ("messages", "conversations", "conversation", "dialog")
 # ShareGPT and other datasets' role names for the OpenAI ones
 ROLE_ALIASES = {"human": "user", "gpt": "assistant", "bot": "assistant", "model": "assistant"}
 TOOL_RESULT_ROLES = frozenset({"tool", "function", "observation"})
+# roles a turn may have in each dict format; any other is bad input, not a guess
+OPENAI_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+SHAREGPT_ROLES = frozenset({"system", "human", "user", "gpt", "assistant", "bot", "model",
+                            "function_call", "observation", "tool", "function"})
 _TOOL_CALL_ROLES = frozenset({"function_call"})  # ShareGPT's tool call turn
 _TOOL_CALL_KEYS = ("tool_calls", "function_call")
 
@@ -141,15 +148,73 @@ def tool_call_ids(m: Mapping[str, Any]) -> list[str]:
     return [str(c.get("id")) for c in calls if isinstance(c, Mapping) and c.get("id")]
 
 
-def _format_of(m: Any, index: int) -> str:
+def answered_ids(m: Mapping[str, Any]) -> tuple[str, ...]:
+    """Ids of the tool calls a turn answers: OpenAI's ``tool_call_id``, or ``tool_result_ids``
+    (one Anthropic user turn holding several ``tool_result`` blocks, as
+    :mod:`ctxkit.io.formats` reads it).
+
+    Example:
+        >>> answered_ids({"role": "tool", "tool_call_id": "c1", "content": "42"})
+        ('c1',)
+    """
+    many = m.get("tool_result_ids")
+    if many:
+        return tuple(str(i) for i in many)
+    one = m.get("tool_call_id")
+    return () if one is None else (str(one),)
+
+
+def check_tool_results(messages: Sequence[Mapping[str, Any]]) -> None:
+    """Raise :class:`InputError` naming the first tool result whose call id no earlier message
+    makes, or which has no id and no call right before it (ShareGPT's ``observation`` and the
+    legacy ``function`` turn answer the call before them).
+
+    Example:
+        >>> check_tool_results([{"role": "tool", "tool_call_id": "c9", "content": "1"}])
+        Traceback (most recent call last):
+        ...
+        ctxkit.errors.InputError: message 0 answers tool call 'c9', which no earlier message makes
+    """
+    made: set[str] = set()
+    after_call = False  # the turns since the last tool call are all its results
+    for i, m in enumerate(messages):
+        ids, role = answered_ids(m), raw_role(m)
+        for call in ids:
+            if call not in made:
+                raise InputError(f"message {i} answers tool call {call!r}, which no earlier "
+                                 f"message makes")
+        if not ids and role in TOOL_RESULT_ROLES and not after_call:
+            raise InputError(f"message {i} is a tool result ({role}) with no tool call before it")
+        made.update(tool_call_ids(m))
+        after_call = any(m.get(k) for k in _TOOL_CALL_KEYS) or role in _TOOL_CALL_ROLES or (
+            after_call and role in TOOL_RESULT_ROLES)
+
+
+def dict_format(m: Any, index: int) -> str:
+    """``"openai"`` or ``"sharegpt"`` for one dict turn; an :class:`InputError` naming
+    ``index`` for a non-dict, an unknown role or a missing content.
+
+    Example:
+        >>> dict_format({"from": "gpt", "value": "yo"}, 3)
+        'sharegpt'
+    """
     if not isinstance(m, Mapping):
         raise InputError(f"message {index} is {type(m).__name__}, not an object")
     if "role" in m:
-        return "openai"
-    if "from" in m and "value" in m:
-        return "sharegpt"
-    raise InputError(f"message {index} has neither 'role' (OpenAI) nor 'from'/'value' "
-                     f"(ShareGPT) keys: {sorted(map(str, m))}")
+        fmt, known = "openai", OPENAI_ROLES
+    elif "from" in m and "value" in m:
+        fmt, known = "sharegpt", SHAREGPT_ROLES
+    else:
+        raise InputError(f"message {index} has neither 'role' (OpenAI) nor 'from'/'value' "
+                         f"(ShareGPT) keys: {sorted(map(str, m))}")
+    role = raw_role(m)
+    if role not in known:
+        raise InputError(f"message {index} has unknown role {role!r} (known: "
+                         f"{', '.join(sorted(known))})")
+    # a turn with no content is bad input, not filler; only a tool call may omit it
+    if _content_key(m) is None and not any(m.get(k) for k in _TOOL_CALL_KEYS):
+        raise InputError(f"message {index} ({role}) has no 'content'")
+    return fmt
 
 
 def message_format(messages: Sequence[Any]) -> str:
@@ -159,7 +224,7 @@ def message_format(messages: Sequence[Any]) -> str:
     """
     if not isinstance(messages, (list, tuple)):
         raise InputError(f"messages must be a list of messages, got {type(messages).__name__}")
-    kinds = {_format_of(m, i) for i, m in enumerate(messages)}
+    kinds = {dict_format(m, i) for i, m in enumerate(messages)}
     if len(kinds) > 1:
         raise InputError("messages mix OpenAI {role, content} and ShareGPT {from, value} turns")
     return kinds.pop() if kinds else "openai"
@@ -167,18 +232,18 @@ def message_format(messages: Sequence[Any]) -> str:
 
 def parse_message(m: Mapping[str, Any], index: int = 0) -> Message:
     """One turn as a :class:`Message`; raises ``TypeError``/``ValueError`` naming ``index``."""
-    _format_of(m, index)
+    dict_format(m, index)
     role = raw_role(m)
     content = _content(m)
     media = isinstance(content, list) and any(
         isinstance(p, Mapping) and p.get("type") not in (None, "text") for p in content)
-    answered = m.get("tool_call_id")
+    answered = answered_ids(m)
     return Message(
         index=index, role=ROLE_ALIASES.get(role, role), raw_role=role,
         text=message_text(m, index), media=media,
         calls_tool=any(m.get(k) for k in _TOOL_CALL_KEYS) or role in _TOOL_CALL_ROLES,
         tool_call_ids=tuple(tool_call_ids(m)),
-        tool_call_id=None if answered is None else str(answered))
+        tool_call_id=answered[0] if answered else None)
 
 
 def parse_messages(messages: Sequence[Any]) -> list[Message]:
@@ -191,6 +256,7 @@ def parse_messages(messages: Sequence[Any]) -> list[Message]:
         [('c1',), ()]
     """
     message_format(messages)
+    check_tool_results(messages)
     return [parse_message(m, i) for i, m in enumerate(messages)]
 
 
@@ -212,8 +278,13 @@ def normalize_messages(turns: Any) -> list[dict[str, Any]]:
             raise InputError(f"turn {i} is not an object")
         if raw_role(turn) == "" and not any(k in turn for k in ("role", "from", "sender")):
             raise InputError(f"turn {i} has no role/from field")
-        msg = parse_message({"role": raw_role(turn), "content": _content(turn)}, i)
-        used = {"role", "from", "sender", _content_key(turn)}
+        key = _content_key(turn)
+        if key is None and not any(turn.get(k) for k in _TOOL_CALL_KEYS):
+            raise InputError(f"turn {i} ({raw_role(turn)}) has no content")
+        content = None if key is None else turn[key]
+        msg = parse_message({"role": turn["role"], "content": content} if "role" in turn
+                            else {"from": raw_role(turn), "value": content}, i)
+        used = {"role", "from", "sender", key}
         rest = {k: v for k, v in turn.items() if k not in used}
         out.append({"role": msg.role, "content": msg.text, **rest})
     return out
