@@ -22,6 +22,11 @@ Two levels, after LLMLingua (Jiang et al. 2023) and LongLLMLingua (Jiang et al. 
 
    Without a query, every granularity scores by information density alone.
 
+   A unit larger than ``min(200, budget)`` tokens (``budget`` for ``"chunk"``) is cut on
+   lines, then clauses, then a token window (:mod:`ctxkit.compression.fallback_units`), so
+   text without sentence ends (transcripts, logs, code, one-line records) still yields units
+   that fit, and a budget that fits one atom never comes back empty.
+
 2. *Fine* (``granularity="token"``, or ``token_drop > 0`` for the others): inside kept units drop
    the lowest self-information words and filler, LLMLingua-2 style (a percentile threshold per
    unit; a global one for ``"token"``). Numbers, identifiers, URLs, code spans, acronyms, query
@@ -52,6 +57,7 @@ from ctxkit import validate
 from ctxkit.compression.atoms import atoms, is_protected
 from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.density import near_duplicates
+from ctxkit.compression.fallback_units import MAX_UNIT_TOKENS, cap_units
 from ctxkit.compression.options import GRANULARITIES, CompressOptions, check_budget
 from ctxkit.compression.scorer_base import Scorer
 from ctxkit.compression.scorers import check_scorer, get_scorer
@@ -187,7 +193,11 @@ def compress(
     texts = [b for b, _ in pairs]
     original = render_units(pairs, range(len(pairs)))
     original_tokens = tok.count(original)
-    tokens = np.array([len(t) for t in tok.encode_batch(texts)], dtype=np.int64)
+
+    def count_tokens(batch: Sequence[str]) -> list[int]:
+        return [len(t) for t in tok.encode_batch(list(batch))]
+
+    tokens = np.asarray(count_tokens(texts), dtype=np.int64)
     forced = forced_mask(pairs, force)
 
     def result(text: str, units: list[Unit]) -> CompressResult:
@@ -198,6 +208,17 @@ def compress(
         units = [Unit(i, t, int(n), 1.0, True, chunk=owner[i], forced=bool(forced[i]))
                  for i, (t, n) in enumerate(zip(texts, tokens))]
         return result(original, units)
+
+    # text without sentence ends (transcripts, code, one-line records) can leave units larger
+    # than the budget: cut those on lines, clauses or a token window so that some fit
+    cap = int(budget) if granularity == "chunk" else min(MAX_UNIT_TOKENS, int(budget))
+    if granularity != "token" and tokens.size and tokens.max() > cap:
+        # pieces of about a quarter of the budget let the selection fill it
+        size = min(cap, max(int(budget) // 4, 16))
+        pairs, owner = cap_units(pairs, owner, cap, count_tokens, force, size)
+        texts = [b for b, _ in pairs]
+        tokens = np.asarray(count_tokens(texts), dtype=np.int64)
+        forced = forced_mask(pairs, force)
 
     forced_text = render_units(pairs, np.flatnonzero(forced))
     forced_tokens = tok.count(forced_text) if forced.any() else 0

@@ -69,11 +69,19 @@ def split_units(text: str, granularity: str = "sentence") -> list[tuple[str, str
 
 
 def render_units(units: Sequence[tuple[str, str]], order: Sequence[int]) -> str:
-    """Join units ``order`` with the strongest separator found between them."""
+    """Join units ``order`` with the strongest separator found between them; neighbours keep
+    the exact separator that stood between them (empty where a long run was cut mid-word).
+
+    Example:
+        >>> render_units([("a,", " "), ("b", ""), ("(c)", "")], [0, 1, 2])
+        'a, b(c)'
+    """
     parts: list[str] = []
     prev = None
     for i in order:
-        if prev is not None:
+        if prev is not None and i == prev + 1:
+            parts.append(units[prev][1])
+        elif prev is not None:
             gap = [units[j][1] for j in range(prev, i)] if i > prev else [units[prev][1]]
             sep = max(gap, key=lambda s: (s.count("\n"), len(s))) or " "
             parts.append(sep)
@@ -82,9 +90,14 @@ def render_units(units: Sequence[tuple[str, str]], order: Sequence[int]) -> str:
     return "".join(parts)
 
 
-
 def input_units(text_or_chunks: str | Sequence[str], granularity: str
-            ) -> tuple[list[tuple[str, str]], list[int]]:
+                ) -> tuple[list[tuple[str, str]], list[int]]:
+    """The ``(unit, separator)`` pairs of a text or a list of chunks, and the chunk of each.
+
+    Example:
+        >>> input_units(["One. Two.", "Three."], "sentence")
+        ([('One.', ' '), ('Two.', '\\n\\n'), ('Three.', '')], [0, 0, 1])
+    """
     if isinstance(text_or_chunks, str):
         # coarse-to-fine ranks a string's paragraphs, keeping the separators between them
         paras = split_units(text_or_chunks, "chunk") if granularity == "coarse-to-fine" else []
@@ -114,7 +127,12 @@ def input_units(text_or_chunks: str | Sequence[str], granularity: str
 
 
 def forced_mask(units: list[tuple[str, str]], force_keep: Sequence[str]) -> np.ndarray:
-    """Units overlapping an occurrence of a force_keep string, found in the joined text."""
+    """Units overlapping an occurrence of a force_keep string, found in the joined text.
+
+    Example:
+        >>> forced_mask([("Call", " "), ("me", " "), ("now", "")], ["me now"]).tolist()
+        [False, True, True]
+    """
     mask = np.zeros(len(units), dtype=bool)
     if not force_keep:
         return mask
