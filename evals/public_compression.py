@@ -14,6 +14,9 @@ and 1/8 of the input's tokens. Methods, side by side in one run:
   units, and for chats keep-recent (LangChain ``trim_messages(strategy="last")``). Units are
   passages, turns and JSON lines; each baseline fills the budget as ctxkit is counted.
 
+A table of cold-call latency per 1k tokens at 1k, 10k and 100k input tokens
+(:func:`cold_latency`) follows.
+
 Reported per method: retention, achieved ratio (output tokens / input tokens), worst overshoot
 over the budget (must be 0) and median milliseconds per 1k input tokens of a cold call (fresh
 caches; on chats the first question of each conversation, later questions reuse the turn
@@ -38,6 +41,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from ctxkit.compression.chat import compress_chat, count_chat_tokens  # noqa: E402
+from ctxkit.compression.embedding_cache import SHARED_CACHE  # noqa: E402
 from ctxkit.compression.prune import compress  # noqa: E402
 from ctxkit.compression.scorers import get_scorer  # noqa: E402
 from ctxkit.io.tokenizers import get_tokenizer  # noqa: E402
@@ -120,6 +124,7 @@ def chunk_task(cases: list[tuple[Any, str, Callable[[str], bool], list[str], str
             # a fresh scorer per case (the default's is "embedding"): embedded once for the
             # three budgets, and the first call pays for it
             sc = get_scorer(scorer or "embedding")
+            SHARED_CACHE.clear()  # cold: no vector from an earlier case
             for ratio in RATIOS:
                 budget = int(original * ratio)
                 out, sec = _timed(lambda: compress(inp, budget, query=query,  # noqa: B023
@@ -174,6 +179,7 @@ def locomo_task(convs: list[pb.LocomoConversation], scorers: list[str], limits: 
         # one scorer per conversation and method: turn embeddings are computed once, as an
         # application that keeps its scorer (or ChatMemory) does; the first call pays them
         fresh = {name: get_scorer(s or "embedding") for name, s in methods.items()}
+        SHARED_CACHE.clear()  # cold: no vector from an earlier conversation
         caches: dict[str, dict] = {name: {} for name in _baselines(chat=True)}
         texts = [m["content"] for m in conv.messages]
         for qn, q in enumerate(conv.questions):
@@ -204,6 +210,31 @@ def locomo_task(convs: list[pb.LocomoConversation], scorers: list[str], limits: 
                     used = count_chat_tokens([msgs[i] for i in kept], tokenizer=tok)
                     tally.add(name, ratio, pb.locomo_retained(kept, q), used, budget, original)
     return tally.summary()
+
+
+def cold_latency(bench, tok, sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
+                 ) -> dict[str, float]:
+    """Median ms per 1k input tokens of a cold ``compress`` with the defaults (budget 1/4 of
+    the input, embedding cache cleared) on the dev NQ passages joined up to each size."""
+    cases = pb.load_nq(bench, None)
+    passages = list(dict.fromkeys(p for c in cases for p in c.passages))
+    out = {}
+    for size in sizes:
+        chunks, total = [], 0
+        for p in passages:
+            if total >= size:
+                break
+            chunks.append(p)
+            total += tok.count(p)
+        times = []
+        for rep in range(3 if size < 100_000 else 1):
+            SHARED_CACHE.clear()
+            query = cases[rep % len(cases)].question
+            _, sec = _timed(lambda: compress(chunks, total // 4, query=query,  # noqa: B023
+                                             tokenizer=tok))  # noqa: B023
+            times.append(sec * 1e6 / total)
+        out[f"{size // 1000}k"] = float(np.median(times))
+    return out
 
 
 def quick_locomo(convs: list[pb.LocomoConversation], turns: int = 60, questions: int = 2
@@ -247,6 +278,14 @@ def markdown(report: dict[str, Any]) -> str:
                          + f" | {v['achieved_ratio']['1/4']:.3f} | {v['overshoot_tokens']} | "
                          + ("-" if ms is None else f"{ms:.1f}") + " |")
         lines.append("")
+    if report.get("cold_latency"):
+        lat = report["cold_latency"]
+        lines += ["**Cold `compress` with the defaults** (budget 1/4, dev NQ passages joined "
+                  "to the size), median ms per 1k input tokens:", "",
+                  "| input tokens | " + " | ".join(lat) + " |",
+                  "|---|" + "---:|" * len(lat),
+                  "| ms / 1k tokens | " + " | ".join(f"{v:.1f}" for v in lat.values()) + " |",
+                  ""]
     if report.get("notes"):
         lines += [f"- {note}" for note in report["notes"]] + [""]
     lines += [f"Command: `{report['command']}`; {report['seconds']:.0f} s.", ""]
@@ -356,6 +395,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             report["tasks"]["kv"] = chunk_task(kv, scorers, limits, tok)
         if "locomo" in wanted:
             report["tasks"]["locomo"] = locomo_task(convs, scorers, limits, tok)
+        if not args.quick:
+            print("cold latency ...", file=sys.stderr, flush=True)
+            report["cold_latency"] = cold_latency(bench, tok)
         report["locomo_questions_left_out"] = sum(len(c.skipped) for c in convs)
     report["seconds"] = round(time.time() - t0, 1)
     out = write_results(args.out, "public_compression", report, markdown(report))

@@ -1,5 +1,13 @@
 """The ``embedding`` scorer: relevance from sentence embeddings fused with BM25.
 
+The cold call is a cascade: BM25 over every unit is cheap, the encoder is not, so when a call
+has more than :data:`CASCADE_FLOOR` units only the BM25 best ``max(CASCADE_FLOOR, n //
+CASCADE_SHARE)`` are embedded and fused; the others rank below all of them. The floor keeps
+every dev case of ``python -m evals.public_compression`` (20 NQ passages, LoCoMo chats of at
+most ~700 turns, 75 key-value lines) under it, so their rankings are the uncascaded ones; the
+cascade bounds the encoder's work on long inputs (100k tokens and more). Vectors are cached by
+text across calls in the process (:mod:`ctxkit.compression.embedding_cache`).
+
 Example:
     >>> EmbeddingScorer().name
     'embedding'
@@ -11,11 +19,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ctxkit.compression.embedding_cache import SHARED_CACHE, EmbeddingCache
 from ctxkit.compression.idf import IdfScorer
-from ctxkit.compression.relevance import embed, hybrid_relevance
+from ctxkit.compression.relevance import bm25, embed, hybrid_relevance
 from ctxkit.options import bad_option
 
-__all__ = ["EmbeddingScorer"]
+__all__ = ["CASCADE_FLOOR", "CASCADE_SHARE", "EmbeddingScorer"]
+
+CASCADE_FLOOR = 1024  # units embedded without a first stage
+CASCADE_SHARE = 4  # above the floor, the BM25 best n // CASCADE_SHARE units are embedded
 
 
 class EmbeddingScorer(IdfScorer):
@@ -23,9 +35,10 @@ class EmbeddingScorer(IdfScorer):
 
     ``relevance`` is :func:`~ctxkit.compression.relevance.hybrid_relevance` with
     ``lexical_weight``: the embedding catches paraphrases, BM25 the exact names and numbers
-    that small embedding models blur. Embeddings are cached per scorer by text, so one
-    instance reused across calls on a growing history embeds each message once. Information
-    per word is the ``idf`` scorer's.
+    that small embedding models blur. Embeddings are cached by text in the process-wide
+    LRU (or ``cache``), so a history or passage seen again is not embedded again.
+    ``candidates``: units embedded per call after the BM25 first stage (``None``: the module's
+    rule; ``0``: every unit). Information per word is the ``idf`` scorer's.
 
     Example:
         >>> s = EmbeddingScorer()
@@ -37,28 +50,45 @@ class EmbeddingScorer(IdfScorer):
 
     name = "embedding"
 
-    def __init__(self, lexical_weight: float = 0.4, table: dict[str, float] | None = None):
+    def __init__(self, lexical_weight: float = 0.4, table: dict[str, float] | None = None,
+                 candidates: int | None = None, cache: EmbeddingCache | None = None):
         if lexical_weight < 0:
             raise bad_option("lexical_weight", f" must be >= 0, got {lexical_weight}")
+        if candidates is not None and (not isinstance(candidates, int) or candidates < 0):
+            raise bad_option("candidates", f" must be None or an int >= 0, got {candidates!r}")
         super().__init__(table=table)
         self.lexical_weight = lexical_weight
-        self._cache: dict[str, np.ndarray] = {}
+        self.candidates = candidates
+        self._cache = SHARED_CACHE if cache is None else cache
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        # relevance and similarity of one compression embed the same units: encode them once
-        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
-        if missing:
-            if len(self._cache) + len(missing) > 50_000:
-                self._cache.clear()
-            self._cache.update(zip(missing, embed(missing)))
-        return np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, 384))
+        # looked up at call time, so tests can count the encoder's calls
+        return self._cache.get(list(texts), lambda missing: embed(missing))
+
+    def _shortlist(self, n: int) -> int:
+        if self.candidates is not None:
+            return n if self.candidates == 0 else min(n, self.candidates)
+        return n if n <= CASCADE_FLOOR else max(CASCADE_FLOOR, n // CASCADE_SHARE)
 
     def relevance(self, units: Sequence[str], query: str) -> np.ndarray:
         if not units:
             return np.zeros(0)
-        vecs = self._embed(list(units) + [query])
-        return hybrid_relevance(units, query, embeddings=vecs[:-1], query_embedding=vecs[-1],
-                                lexical_weight=self.lexical_weight).scores
+        units = list(units)
+        k = self._shortlist(len(units))
+        if k >= len(units):
+            vecs = self._embed(units + [query])
+            return hybrid_relevance(units, query, embeddings=vecs[:-1],
+                                    query_embedding=vecs[-1],
+                                    lexical_weight=self.lexical_weight).scores
+        # cascade: BM25 picks the k units the encoder sees; the rest rank below all of them
+        top = np.sort(np.argsort(-bm25(units, query), kind="stable")[:k])
+        picked = [units[i] for i in top]
+        vecs = self._embed(picked + [query])
+        fused = hybrid_relevance(picked, query, embeddings=vecs[:-1], query_embedding=vecs[-1],
+                                 lexical_weight=self.lexical_weight).scores
+        out = np.zeros(len(units))
+        out[top] = 0.5 + 0.5 * fused
+        return out
 
     def similarity(self, units: Sequence[str]) -> np.ndarray:
         if not units:

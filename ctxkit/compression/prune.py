@@ -22,6 +22,11 @@ Two levels, after LLMLingua (Jiang et al. 2023) and LongLLMLingua (Jiang et al. 
 
    Without a query, every granularity scores by information density alone.
 
+   A unit larger than ``min(200, budget)`` tokens (``budget`` for ``"chunk"``) is cut on
+   lines, then clauses, then a token window (:mod:`ctxkit.compression.fallback_units`), so
+   text without sentence ends (transcripts, logs, code, one-line records) still yields units
+   that fit, and a budget that fits one atom never comes back empty.
+
 2. *Fine* (``granularity="token"``, or ``token_drop > 0`` for the others): inside kept units drop
    the lowest self-information words and filler, LLMLingua-2 style (a percentile threshold per
    unit; a global one for ``"token"``). Numbers, identifiers, URLs, code spans, acronyms, query
@@ -42,7 +47,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -53,11 +57,14 @@ from ctxkit import validate
 from ctxkit.compression.atoms import atoms, is_protected
 from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.density import near_duplicates
+from ctxkit.compression.fallback_units import MAX_UNIT_TOKENS, cap_units
 from ctxkit.compression.options import GRANULARITIES, CompressOptions, check_budget
-from ctxkit.compression.relevance import lexical_relevance
 from ctxkit.compression.scorer_base import Scorer
 from ctxkit.compression.scorers import check_scorer, get_scorer
+from ctxkit.compression.selection import coarse_to_fine_scores, greedy_mmr, unit_scores
 from ctxkit.compression.tfidf import tfidf_similarity
+from ctxkit.compression.units import forced_mask, input_units, render_units, split_units
+from ctxkit.compression.word_pruning import FILLER, fit_tokens, prune_atoms
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = [
@@ -69,17 +76,6 @@ __all__ = [
     "split_units",
     "unit_scores",
 ]
-
-# coarse-to-fine: how much a sentence's own relevance adds to its chunk's (both in [0, 1])
-SENTENCE_WEIGHT = 0.25
-FILLER = frozenset(
-    "um uh erm hmm basically actually literally really very just quite simply honestly "
-    "anyway well so okay ok like totally definitely".split()
-)
-_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
-_PARA = re.compile(r"[ \t]*\n[ \t]*\n\s*")
-_SENT = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))[ \t]+(?=\S)|[ \t]*\n\s*")
-_LIST_MARKER = re.compile(r"^(?:\d{1,3}|[A-Za-z]|[ivx]{1,4})[.)]$")
 
 
 @dataclass
@@ -135,255 +131,6 @@ class CompressResult(BudgetedResult):
         }
 
 
-# ---------------------------------------------------------------------------------------------
-# splitting
-
-
-def _split_prose(text: str, pattern: re.Pattern) -> list[tuple[str, str]]:
-    pieces: list[tuple[str, str]] = []
-    pos = 0
-    for m in pattern.finditer(text):
-        if m.start() > pos:
-            pieces.append((text[pos:m.start()], m.group()))
-        elif pieces:
-            pieces[-1] = (pieces[-1][0], pieces[-1][1] + m.group())
-        pos = m.end()
-    if pos < len(text):
-        pieces.append((text[pos:], ""))
-    # "1. First item": a list marker is not a sentence of its own
-    merged: list[tuple[str, str]] = []
-    for piece in pieces:
-        if merged and _LIST_MARKER.match(merged[-1][0]):
-            body, sep = merged.pop()
-            piece = (body + sep + piece[0], piece[1])
-        merged.append(piece)
-    return merged
-
-
-def split_units(text: str, granularity: str = "sentence") -> list[tuple[str, str]]:
-    """Split ``text`` into ``(unit, separator)`` pairs whose concatenation is ``text``
-    without its leading whitespace. Fenced code blocks are always one unit.
-
-    Example:
-        >>> split_units("One. Two!\\n\\nThree")
-        [('One.', ' '), ('Two!', '\\n\\n'), ('Three', '')]
-        >>> [u for u, _ in split_units("One. Two!\\n\\nThree", "chunk")]
-        ['One. Two!', 'Three']
-    """
-    pattern = _PARA if granularity == "chunk" else _SENT
-    body = text.lstrip()
-    out: list[tuple[str, str]] = []
-    pos = 0
-    for m in _FENCE.finditer(body):
-        out.extend(_split_prose(body[pos:m.start()], pattern))
-        rest = body[m.end():]
-        sep = rest[: len(rest) - len(rest.lstrip())]
-        out.append((m.group(), sep))
-        pos = m.end() + len(sep)
-    out.extend(_split_prose(body[pos:], pattern))
-    return out
-
-
-def _render_units(units: Sequence[tuple[str, str]], order: Sequence[int]) -> str:
-    """Join units ``order`` with the strongest separator found between them."""
-    parts: list[str] = []
-    prev = None
-    for i in order:
-        if prev is not None:
-            gap = [units[j][1] for j in range(prev, i)] if i > prev else [units[prev][1]]
-            sep = max(gap, key=lambda s: (s.count("\n"), len(s))) or " "
-            parts.append(sep)
-        parts.append(units[i][0])
-        prev = i
-    return "".join(parts)
-
-
-def _render_atoms(text: str, spans: Sequence[tuple[int, int, str]], keep: np.ndarray) -> str:
-    """``text`` with the atoms where ``keep`` is False removed, whitespace tidied."""
-    parts: list[str] = []
-    last_end = None
-    for i, (start, end, atom) in enumerate(spans):
-        if not keep[i]:
-            continue
-        if last_end is not None:
-            gap = text[last_end:start]
-            sep = text[spans[i - 1][1]:start] if i else ""
-            if "\n" in gap and "\n" not in sep:
-                sep = "\n"
-            elif not sep and any(ch.isspace() for ch in gap):
-                sep = " "
-            parts.append(sep)
-        parts.append(atom)
-        last_end = end
-    return "".join(parts)
-
-
-# ---------------------------------------------------------------------------------------------
-# compression
-
-
-def _inputs(text_or_chunks: str | Sequence[str], granularity: str
-            ) -> tuple[list[tuple[str, str]], list[int]]:
-    if isinstance(text_or_chunks, str):
-        # coarse-to-fine ranks a string's paragraphs, keeping the separators between them
-        paras = split_units(text_or_chunks, "chunk") if granularity == "coarse-to-fine" else []
-        chunks = [p for p, _ in paras] or [text_or_chunks]
-        joins = [sep for _, sep in paras] or [""]
-    elif isinstance(text_or_chunks, (list, tuple)):
-        chunks = list(text_or_chunks)
-        joins = ["\n\n"] * (len(chunks) - 1) + [""]
-    else:
-        raise TypeError("compress needs a str or a list of str chunks, got "
-                        f"{type(text_or_chunks).__name__}")
-    for i, c in enumerate(chunks):
-        if not isinstance(c, str):
-            raise TypeError(f"chunk {i} is {type(c).__name__}, not str")
-    units: list[tuple[str, str]] = []
-    owner: list[int] = []
-    for ci, chunk in enumerate(chunks):
-        if not isinstance(text_or_chunks, str) and granularity == "chunk":
-            pieces = [(chunk.strip(), "")] if chunk.strip() else []
-        else:
-            pieces = split_units(chunk, "chunk" if granularity == "chunk" else "sentence")
-        if pieces:
-            pieces[-1] = (pieces[-1][0].rstrip(), joins[ci])
-        units.extend(pieces)
-        owner.extend([ci] * len(pieces))
-    return units, owner
-
-
-def _forced_mask(units: list[tuple[str, str]], force_keep: Sequence[str]) -> np.ndarray:
-    """Units overlapping an occurrence of a force_keep string, found in the joined text."""
-    mask = np.zeros(len(units), dtype=bool)
-    if not force_keep:
-        return mask
-    starts, pos = [], 0
-    for body, sep in units:
-        starts.append(pos)
-        pos += len(body) + len(sep)
-    starts_arr = np.array(starts)
-    joined = "".join(b + s for b, s in units)
-    for needle in force_keep:
-        for m in re.finditer(re.escape(needle), joined):
-            first = int(np.searchsorted(starts_arr, m.start(), side="right")) - 1
-            last = int(np.searchsorted(starts_arr, m.end() - 1, side="right")) - 1
-            mask[first:last + 1] = True
-    return mask
-
-
-def unit_scores(texts: Sequence[str], tokens: np.ndarray, scorer: Scorer, query: str | None,
-                query_weight: float = 0.95) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Utility per token of each unit (module docstring formula) and its per-atom bits."""
-    bits = scorer.information(texts)
-    info = np.array([b.sum() for b in bits]) / np.maximum(tokens, 1)
-    info = info / info.max() if info.size and info.max() > 0 else info
-    if not query:
-        return info, bits
-    rel = np.asarray(scorer.relevance(texts, query), dtype=np.float64)
-    rel = rel / rel.max() if rel.size and rel.max() > 0 else rel
-    return (1.0 - query_weight) * info + query_weight * rel, bits
-
-
-def coarse_to_fine_scores(pairs: Sequence[tuple[str, str]], owner: Sequence[int],
-                          info: np.ndarray, scorer: Scorer, query: str,
-                          sentence_weight: float = SENTENCE_WEIGHT) -> np.ndarray:
-    """Score of each sentence: its chunk's relevance, plus ``sentence_weight`` times its own,
-    plus its information density (0.01 times, to break ties only).
-
-    Chunks (list items, or a string's paragraphs) are ranked first with ``scorer.relevance``
-    (LongLLMLingua's coarse step), so whole relevant chunks keep their context; a sentence's
-    own relevance is BM25 among all the sentences and decides what survives of the chunks at
-    the budget's edge (one model pass over the chunks, none over the sentences).
-    """
-    own = np.asarray(owner)
-    n_chunks = int(own.max()) + 1 if own.size else 0
-    texts = [b for b, _ in pairs]
-    chunk_rel = np.ones(max(n_chunks, 1))
-    if n_chunks > 1:
-        members = [np.flatnonzero(own == c) for c in range(n_chunks)]
-        chunk_texts = [_render_units(pairs, m) for m in members]
-        chunk_rel = np.asarray(scorer.relevance(chunk_texts, query), dtype=np.float64)
-        top = chunk_rel.max()
-        chunk_rel = chunk_rel / top if top > 0 else chunk_rel
-    sent_rel = lexical_relevance(texts, query).scores
-    return chunk_rel[own] + sentence_weight * sent_rel + 0.01 * info
-
-
-def _greedy_mmr(scores: np.ndarray, tokens: np.ndarray, candidates: np.ndarray,
-                chosen: np.ndarray, room: int, sim: np.ndarray | None, redundancy: float
-                ) -> tuple[np.ndarray, dict[int, tuple[int, float]]]:
-    """Pick candidates by ``score - redundancy * max sim to picked`` while they fit ``room``.
-
-    Returns the picked mask and, for candidates whose penalty was what kept them out, the unit
-    they were redundant with.
-    """
-    picked = chosen.copy()
-    open_ = candidates.copy()
-    n = len(scores)
-    maxsim = np.zeros(n)
-    nearest = np.full(n, -1)
-    if sim is not None and picked.any():
-        idx = np.flatnonzero(picked)
-        sub = sim[:, idx]
-        maxsim = sub.max(axis=1)
-        nearest = idx[sub.argmax(axis=1)]
-    while True:
-        open_ &= tokens <= room
-        if not open_.any():
-            break
-        adjusted = np.where(open_, scores - redundancy * maxsim, -np.inf)
-        best = int(np.argmax(adjusted))
-        picked[best] = True
-        open_[best] = False
-        room -= int(tokens[best])
-        if sim is not None:
-            closer = sim[:, best] > maxsim
-            maxsim = np.where(closer, sim[:, best], maxsim)
-            nearest = np.where(closer, best, nearest)
-    blamed = {}
-    for i in np.flatnonzero(candidates & ~picked):
-        if sim is not None and nearest[i] >= 0 and maxsim[i] >= 0.5:
-            blamed[int(i)] = (int(nearest[i]), float(maxsim[i]))
-    return picked, blamed
-
-
-def _prune_atoms(text: str, bits: np.ndarray, share: float, protect: set[str],
-                 force_keep: Sequence[str]) -> tuple[str, list[str]]:
-    """Drop the ``share`` lowest-information droppable atoms of ``text``."""
-    spans = atoms(text)
-    if not spans or share <= 0:
-        return text, []
-    droppable = _droppable(text, spans, protect, force_keep)
-    cand = np.flatnonzero(droppable)
-    k = int(np.ceil(share * len(spans)))
-    k = min(k, len(cand))
-    if k == 0:
-        return text, []
-    value = _atom_value(spans, bits)
-    drop = cand[np.argsort(value[cand], kind="stable")[:k]]
-    keep = np.ones(len(spans), dtype=bool)
-    keep[drop] = False
-    return _render_atoms(text, spans, keep), [spans[i][2] for i in sorted(drop)]
-
-
-def _atom_value(spans: Sequence[tuple[int, int, str]], bits: np.ndarray) -> np.ndarray:
-    value = np.asarray(bits, dtype=np.float64).copy()
-    for i, (_, _, a) in enumerate(spans):
-        if a.lower() in FILLER:
-            value[i] = 0.0  # filler first
-    return value
-
-
-def _droppable(text: str, spans: Sequence[tuple[int, int, str]], protect: set[str],
-               force_keep: Sequence[str]) -> np.ndarray:
-    ok = np.array([not is_protected(a) and a.lower() not in protect for _, _, a in spans],
-                  dtype=bool)
-    for needle in force_keep:
-        for m in re.finditer(re.escape(needle), text):
-            for i, (s, e, _) in enumerate(spans):
-                if s < m.end() and e > m.start():
-                    ok[i] = False
-    return ok
 
 
 def compress(
@@ -442,12 +189,16 @@ def compress(
     force = list(opts.force_keep)
     tok = resolve_tokenizer(tokenizer)
     sc = get_scorer(scorer)
-    pairs, owner = _inputs(text_or_chunks, granularity)
+    pairs, owner = input_units(text_or_chunks, granularity)
     texts = [b for b, _ in pairs]
-    original = _render_units(pairs, range(len(pairs)))
+    original = render_units(pairs, range(len(pairs)))
     original_tokens = tok.count(original)
-    tokens = np.array([len(t) for t in tok.encode_batch(texts)], dtype=np.int64)
-    forced = _forced_mask(pairs, force)
+
+    def count_tokens(batch: Sequence[str]) -> list[int]:
+        return [len(t) for t in tok.encode_batch(list(batch))]
+
+    tokens = np.asarray(count_tokens(texts), dtype=np.int64)
+    forced = forced_mask(pairs, force)
 
     def result(text: str, units: list[Unit]) -> CompressResult:
         return CompressResult(text, original_tokens, tok.count(text), int(budget), units,
@@ -458,7 +209,18 @@ def compress(
                  for i, (t, n) in enumerate(zip(texts, tokens))]
         return result(original, units)
 
-    forced_text = _render_units(pairs, np.flatnonzero(forced))
+    # text without sentence ends (transcripts, code, one-line records) can leave units larger
+    # than the budget: cut those on lines, clauses or a token window so that some fit
+    cap = int(budget) if granularity == "chunk" else min(MAX_UNIT_TOKENS, int(budget))
+    if granularity != "token" and tokens.size and tokens.max() > cap:
+        # pieces of about a quarter of the budget let the selection fill it
+        size = min(cap, max(int(budget) // 4, 16))
+        pairs, owner = cap_units(pairs, owner, cap, count_tokens, force, size)
+        texts = [b for b, _ in pairs]
+        tokens = np.asarray(count_tokens(texts), dtype=np.int64)
+        forced = forced_mask(pairs, force)
+
+    forced_text = render_units(pairs, np.flatnonzero(forced))
     forced_tokens = tok.count(forced_text) if forced.any() else 0
     if forced_tokens > budget:
         raise ValueError(
@@ -497,23 +259,23 @@ def compress(
                 sim[np.equal.outer(owner, owner)] = 0.0
             else:
                 sim = sc.similarity(texts)
-        picked, blamed = _greedy_mmr(scores, tokens, alive & ~forced, forced, room, sim,
+        picked, blamed = greedy_mmr(scores, tokens, alive & ~forced, forced, room, sim,
                                      redundancy)
         for i, (j, s) in blamed.items():
             reason[i], code[i] = f"redundant with unit {j} (similarity {s:.2f})", "redundant"
         if token_drop:
             for i in np.flatnonzero(picked & ~forced):
-                compressed[i] = _prune_atoms(texts[i], bits[i], token_drop, protect, force)
+                compressed[i] = prune_atoms(texts[i], bits[i], token_drop, protect, force)
 
     def render(mask: np.ndarray, short: dict[int, tuple[str, list[str]]]) -> str:
         view = [(short[i][0], s) if i in short else (b, s) for i, (b, s) in enumerate(pairs)]
         order = [i for i in np.flatnonzero(mask) if view[i][0]]
         if reorder == "sort":
             order.sort(key=lambda i: -scores[i])
-        return _render_units(view, order)
+        return render_units(view, order)
 
     if granularity == "token":
-        compressed = _fit_tokens(pairs, bits, picked & ~forced, budget, tok, protect, force,
+        compressed = fit_tokens(pairs, bits, picked & ~forced, budget, tok, protect, force,
                                  lambda short: render(picked, short))
         for i, (short, _) in compressed.items():
             if not short:
@@ -544,34 +306,3 @@ def compress(
                           short if kept and dropped_words else None, dropped_words, why_code))
     return result(text, units)
 
-
-def _fit_tokens(pairs, bits, prunable, budget, tok, protect, force, render
-                ) -> dict[int, tuple[str, list[str]]]:
-    """Token granularity: drop the globally least informative words until the text fits."""
-    order = []  # (value, unit, atom) for every droppable atom of a prunable unit
-    spans_of: dict[int, list] = {}
-    for i in np.flatnonzero(prunable):
-        spans = atoms(pairs[i][0])
-        spans_of[int(i)] = spans
-        ok = _droppable(pairs[i][0], spans, protect, force)
-        value = _atom_value(spans, bits[i])
-        order.extend((float(value[j]), int(i), int(j)) for j in np.flatnonzero(ok))
-    order.sort()
-    keep = {i: np.ones(len(s), dtype=bool) for i, s in spans_of.items()}
-    compressed: dict[int, tuple[str, list[str]]] = {}
-    excess = tok.count(render(compressed)) - budget
-    done = 0
-    while excess > 0 and done < len(order):
-        # a word is ~1.3 tokens: drop a bit less than the excess, then count exactly again
-        step = max(1, int(excess * 0.8))
-        touched = set()
-        for _, i, j in order[done:done + step]:
-            keep[i][j] = False
-            touched.add(i)
-        done += step
-        for i in touched:
-            spans = spans_of[i]
-            compressed[i] = (_render_atoms(pairs[i][0], spans, keep[i]),
-                             [spans[j][2] for j in np.flatnonzero(~keep[i])])
-        excess = tok.count(render(compressed)) - budget
-    return compressed

@@ -1,0 +1,101 @@
+"""Scoring and selecting units under a budget: utility per token, coarse-to-fine scores and
+greedy selection with an MMR redundancy penalty (formulas in :mod:`ctxkit.compression.prune`).
+
+Example:
+    >>> import numpy as np
+    >>> picked, _ = greedy_mmr(np.array([0.9, 0.5, 0.8]), np.array([5, 5, 5]),
+    ...                        np.ones(3, bool), np.zeros(3, bool), 10, None, 0.5)
+    >>> picked.tolist()
+    [True, False, True]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ctxkit.compression.relevance import lexical_relevance
+from ctxkit.compression.scorer_base import Scorer
+from ctxkit.compression.units import render_units
+
+__all__ = ["SENTENCE_WEIGHT", "coarse_to_fine_scores", "greedy_mmr", "unit_scores"]
+
+# coarse-to-fine: how much a sentence's own relevance adds to its chunk's (both in [0, 1])
+SENTENCE_WEIGHT = 0.25
+
+
+def unit_scores(texts: Sequence[str], tokens: np.ndarray, scorer: Scorer, query: str | None,
+                query_weight: float = 0.95) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Utility per token of each unit (module docstring formula) and its per-atom bits."""
+    bits = scorer.information(texts)
+    info = np.array([b.sum() for b in bits]) / np.maximum(tokens, 1)
+    info = info / info.max() if info.size and info.max() > 0 else info
+    if not query:
+        return info, bits
+    rel = np.asarray(scorer.relevance(texts, query), dtype=np.float64)
+    rel = rel / rel.max() if rel.size and rel.max() > 0 else rel
+    return (1.0 - query_weight) * info + query_weight * rel, bits
+
+
+def coarse_to_fine_scores(pairs: Sequence[tuple[str, str]], owner: Sequence[int],
+                          info: np.ndarray, scorer: Scorer, query: str,
+                          sentence_weight: float = SENTENCE_WEIGHT) -> np.ndarray:
+    """Score of each sentence: its chunk's relevance, plus ``sentence_weight`` times its own,
+    plus its information density (0.01 times, to break ties only).
+
+    Chunks (list items, or a string's paragraphs) are ranked first with ``scorer.relevance``
+    (LongLLMLingua's coarse step), so whole relevant chunks keep their context; a sentence's
+    own relevance is BM25 among all the sentences and decides what survives of the chunks at
+    the budget's edge (one model pass over the chunks, none over the sentences).
+    """
+    own = np.asarray(owner)
+    n_chunks = int(own.max()) + 1 if own.size else 0
+    texts = [b for b, _ in pairs]
+    chunk_rel = np.ones(max(n_chunks, 1))
+    if n_chunks > 1:
+        members = [np.flatnonzero(own == c) for c in range(n_chunks)]
+        chunk_texts = [render_units(pairs, m) for m in members]
+        chunk_rel = np.asarray(scorer.relevance(chunk_texts, query), dtype=np.float64)
+        top = chunk_rel.max()
+        chunk_rel = chunk_rel / top if top > 0 else chunk_rel
+    sent_rel = lexical_relevance(texts, query).scores
+    return chunk_rel[own] + sentence_weight * sent_rel + 0.01 * info
+
+
+def greedy_mmr(scores: np.ndarray, tokens: np.ndarray, candidates: np.ndarray,
+                chosen: np.ndarray, room: int, sim: np.ndarray | None, redundancy: float
+                ) -> tuple[np.ndarray, dict[int, tuple[int, float]]]:
+    """Pick candidates by ``score - redundancy * max sim to picked`` while they fit ``room``.
+
+    Returns the picked mask and, for candidates whose penalty was what kept them out, the unit
+    they were redundant with.
+    """
+    picked = chosen.copy()
+    open_ = candidates.copy()
+    n = len(scores)
+    maxsim = np.zeros(n)
+    nearest = np.full(n, -1)
+    if sim is not None and picked.any():
+        idx = np.flatnonzero(picked)
+        sub = sim[:, idx]
+        maxsim = sub.max(axis=1)
+        nearest = idx[sub.argmax(axis=1)]
+    while True:
+        open_ &= tokens <= room
+        if not open_.any():
+            break
+        adjusted = np.where(open_, scores - redundancy * maxsim, -np.inf)
+        best = int(np.argmax(adjusted))
+        picked[best] = True
+        open_[best] = False
+        room -= int(tokens[best])
+        if sim is not None:
+            closer = sim[:, best] > maxsim
+            maxsim = np.where(closer, sim[:, best], maxsim)
+            nearest = np.where(closer, best, nearest)
+    blamed = {}
+    for i in np.flatnonzero(candidates & ~picked):
+        if sim is not None and nearest[i] >= 0 and maxsim[i] >= 0.5:
+            blamed[int(i)] = (int(nearest[i]), float(maxsim[i]))
+    return picked, blamed

@@ -1,0 +1,150 @@
+"""Units of a text for compression: splitting into sentences or paragraphs, the input's
+units with the chunk each belongs to, units holding ``force_keep`` strings, and rendering a
+selection back with the separators that stood between the units.
+
+Example:
+    >>> pairs = split_units("One. Two!\\n\\nThree")
+    >>> render_units(pairs, [0, 2])
+    'One.\\n\\nThree'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["forced_mask", "input_units", "render_units", "split_units"]
+
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+_PARA = re.compile(r"[ \t]*\n[ \t]*\n\s*")
+_SENT = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))[ \t]+(?=\S)|[ \t]*\n\s*")
+_LIST_MARKER = re.compile(r"^(?:\d{1,3}|[A-Za-z]|[ivx]{1,4})[.)]$")
+
+
+def _split_prose(text: str, pattern: re.Pattern) -> list[tuple[str, str]]:
+    pieces: list[tuple[str, str]] = []
+    pos = 0
+    for m in pattern.finditer(text):
+        if m.start() > pos:
+            pieces.append((text[pos:m.start()], m.group()))
+        elif pieces:
+            pieces[-1] = (pieces[-1][0], pieces[-1][1] + m.group())
+        pos = m.end()
+    if pos < len(text):
+        pieces.append((text[pos:], ""))
+    # "1. First item": a list marker is not a sentence of its own
+    merged: list[tuple[str, str]] = []
+    for piece in pieces:
+        if merged and _LIST_MARKER.match(merged[-1][0]):
+            body, sep = merged.pop()
+            piece = (body + sep + piece[0], piece[1])
+        merged.append(piece)
+    return merged
+
+
+def split_units(text: str, granularity: str = "sentence") -> list[tuple[str, str]]:
+    """Split ``text`` into ``(unit, separator)`` pairs whose concatenation is ``text``
+    without its leading whitespace. Fenced code blocks are always one unit.
+
+    Example:
+        >>> split_units("One. Two!\\n\\nThree")
+        [('One.', ' '), ('Two!', '\\n\\n'), ('Three', '')]
+        >>> [u for u, _ in split_units("One. Two!\\n\\nThree", "chunk")]
+        ['One. Two!', 'Three']
+    """
+    pattern = _PARA if granularity == "chunk" else _SENT
+    body = text.lstrip()
+    out: list[tuple[str, str]] = []
+    pos = 0
+    for m in _FENCE.finditer(body):
+        out.extend(_split_prose(body[pos:m.start()], pattern))
+        rest = body[m.end():]
+        sep = rest[: len(rest) - len(rest.lstrip())]
+        out.append((m.group(), sep))
+        pos = m.end() + len(sep)
+    out.extend(_split_prose(body[pos:], pattern))
+    return out
+
+
+def render_units(units: Sequence[tuple[str, str]], order: Sequence[int]) -> str:
+    """Join units ``order`` with the strongest separator found between them; neighbours keep
+    the exact separator that stood between them (empty where a long run was cut mid-word).
+
+    Example:
+        >>> render_units([("a,", " "), ("b", ""), ("(c)", "")], [0, 1, 2])
+        'a, b(c)'
+    """
+    parts: list[str] = []
+    prev = None
+    for i in order:
+        if prev is not None and i == prev + 1:
+            parts.append(units[prev][1])
+        elif prev is not None:
+            gap = [units[j][1] for j in range(prev, i)] if i > prev else [units[prev][1]]
+            sep = max(gap, key=lambda s: (s.count("\n"), len(s))) or " "
+            parts.append(sep)
+        parts.append(units[i][0])
+        prev = i
+    return "".join(parts)
+
+
+def input_units(text_or_chunks: str | Sequence[str], granularity: str
+                ) -> tuple[list[tuple[str, str]], list[int]]:
+    """The ``(unit, separator)`` pairs of a text or a list of chunks, and the chunk of each.
+
+    Example:
+        >>> input_units(["One. Two.", "Three."], "sentence")
+        ([('One.', ' '), ('Two.', '\\n\\n'), ('Three.', '')], [0, 0, 1])
+    """
+    if isinstance(text_or_chunks, str):
+        # coarse-to-fine ranks a string's paragraphs, keeping the separators between them
+        paras = split_units(text_or_chunks, "chunk") if granularity == "coarse-to-fine" else []
+        chunks = [p for p, _ in paras] or [text_or_chunks]
+        joins = [sep for _, sep in paras] or [""]
+    elif isinstance(text_or_chunks, (list, tuple)):
+        chunks = list(text_or_chunks)
+        joins = ["\n\n"] * (len(chunks) - 1) + [""]
+    else:
+        raise TypeError("compress needs a str or a list of str chunks, got "
+                        f"{type(text_or_chunks).__name__}")
+    for i, c in enumerate(chunks):
+        if not isinstance(c, str):
+            raise TypeError(f"chunk {i} is {type(c).__name__}, not str")
+    units: list[tuple[str, str]] = []
+    owner: list[int] = []
+    for ci, chunk in enumerate(chunks):
+        if not isinstance(text_or_chunks, str) and granularity == "chunk":
+            pieces = [(chunk.strip(), "")] if chunk.strip() else []
+        else:
+            pieces = split_units(chunk, "chunk" if granularity == "chunk" else "sentence")
+        if pieces:
+            pieces[-1] = (pieces[-1][0].rstrip(), joins[ci])
+        units.extend(pieces)
+        owner.extend([ci] * len(pieces))
+    return units, owner
+
+
+def forced_mask(units: list[tuple[str, str]], force_keep: Sequence[str]) -> np.ndarray:
+    """Units overlapping an occurrence of a force_keep string, found in the joined text.
+
+    Example:
+        >>> forced_mask([("Call", " "), ("me", " "), ("now", "")], ["me now"]).tolist()
+        [False, True, True]
+    """
+    mask = np.zeros(len(units), dtype=bool)
+    if not force_keep:
+        return mask
+    starts, pos = [], 0
+    for body, sep in units:
+        starts.append(pos)
+        pos += len(body) + len(sep)
+    starts_arr = np.array(starts)
+    joined = "".join(b + s for b, s in units)
+    for needle in force_keep:
+        for m in re.finditer(re.escape(needle), joined):
+            first = int(np.searchsorted(starts_arr, m.start(), side="right")) - 1
+            last = int(np.searchsorted(starts_arr, m.end() - 1, side="right")) - 1
+            mask[first:last + 1] = True
+    return mask

@@ -1,0 +1,82 @@
+"""The embedding scorer's cold call: BM25 cascade and the process-wide embedding cache."""
+
+import zlib
+
+import numpy as np
+import pytest
+
+import ctxkit.compression.embedding_scorer as es
+from ctxkit.compression.embedding_cache import SHARED_CACHE, EmbeddingCache
+from ctxkit.compression.embedding_scorer import EmbeddingScorer
+from ctxkit.compression.prune import compress
+from ctxkit.errors import OptionError
+
+CHUNKS = [f"Passage {i} tells of {w} and the harbour of town {i % 7}."
+          for i, w in enumerate(["ships", "bread", "rain", "kings", "bees", "maps", "iron",
+                                 "salt", "wine", "owls", "clocks", "silk"] * 3)]
+QUERY = "Which passage tells of the bees in the harbour?"
+
+
+@pytest.fixture
+def encoder(monkeypatch):
+    """A deterministic stand-in for MiniLM that records every text it is asked to embed."""
+    seen: list[str] = []
+
+    def fake(texts):
+        seen.extend(texts)
+        vecs = np.stack([np.random.default_rng(zlib.crc32(t.encode())).normal(size=384)
+                         for t in texts])
+        return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+    monkeypatch.setattr(es, "embed", fake)
+    SHARED_CACHE.clear()
+    yield seen
+    SHARED_CACHE.clear()
+
+
+def test_second_call_embeds_nothing_new(encoder):
+    first = compress(CHUNKS, 60, query=QUERY)
+    assert encoder, "the first call embeds"
+    before = len(encoder)
+    second = compress(CHUNKS, 60, query=QUERY)  # a fresh scorer, as every call builds
+    assert len(encoder) == before and second.text == first.text
+    compress(CHUNKS[:5] + ["A new passage about owls."], 20, query=QUERY)
+    assert encoder[before:] == ["A new passage about owls."]
+
+
+def test_cascade_equals_full_ranking_when_it_covers_every_unit(encoder):
+    for chunks in (CHUNKS, [c.replace("Passage", "Note") for c in CHUNKS]):
+        full = compress(chunks, 80, query=QUERY, scorer=EmbeddingScorer(candidates=0))
+        covered = compress(chunks, 80, query=QUERY,
+                           scorer=EmbeddingScorer(candidates=len(chunks)))
+        assert covered.text == full.text
+        assert [u.score for u in covered.units] == [u.score for u in full.units]
+
+
+def test_cascade_embeds_only_the_shortlist(encoder):
+    scorer = EmbeddingScorer(candidates=5)
+    rel = scorer.relevance(CHUNKS, QUERY)
+    assert len(set(encoder)) == 6  # five units and the query
+    ranked = np.argsort(-rel, kind="stable")
+    assert (rel[ranked[:5]] >= 0.5).all() and (np.delete(rel, ranked[:5]) == 0).all()
+    assert "bees" in CHUNKS[int(ranked[0])]
+
+
+def test_lru_evicts_least_recent():
+    cache = EmbeddingCache(max_entries=2)
+    calls = []
+
+    def encode(texts):
+        calls.append(list(texts))
+        return np.zeros((len(texts), 4))
+
+    cache.get(["a", "b"], encode, dim=4)
+    cache.get(["a"], encode, dim=4)  # "b" is now the least recent
+    cache.get(["c"], encode, dim=4)
+    cache.get(["a", "b"], encode, dim=4)
+    assert calls == [["a", "b"], ["c"], ["b"]] and len(cache) == 2
+
+
+def test_bad_candidates():
+    with pytest.raises(OptionError, match="candidates"):
+        EmbeddingScorer(candidates=-1)
