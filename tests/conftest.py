@@ -29,9 +29,9 @@ def ray_session():
 @pytest.fixture
 def actor_threads():
     """Torch on one intra-op thread in this process for the test, as a CPU embedding actor
-    runs it (``cpus_per_worker=1``): on some CPUs (seen on an Intel Xeon, not on an AMD
-    EPYC) another thread count changes the last bits of a forward pass, about 1e-6, so
-    bit-for-bit parity with Ray holds at equal thread counts."""
+    runs it (``cpus_per_worker=1``): on some CPUs another thread count changes the last bits
+    of a forward pass, about 1e-6, so bit-for-bit parity with Ray holds at equal thread
+    counts."""
     torch = pytest.importorskip("torch")
     saved = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -78,9 +78,9 @@ def test_replay_matches_compress_chat_on_every_prefix(options):
 
 
 def test_replay_with_embedding_scorer_matches():
-    """The same windows and ledgers; on some CPUs (seen on an Intel Xeon) the cached path's
-    scores differ from one call over the whole history in the last bits (about 1e-8; the
-    cause was not traced), so scores are compared to float32 precision."""
+    """The same windows and ledgers; on some CPUs the cached path's scores differ from one
+    call over the whole history in the last bits (about 1e-8: embeddings computed in other
+    batches), so scores are compared to float32 precision."""
     pytest.importorskip("torch")
     msgs = conversation(8, seed=3)
     for k, window in replay(msgs, 250, scorer="embedding"):
