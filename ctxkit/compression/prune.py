@@ -171,8 +171,10 @@ def compress(
         >>> out = compress(chunks, budget=8, query="capital of France", granularity="chunk")
         >>> out.text
         'Paris is the capital of France.'
+        >>> [u.text for u in out.units][2:]  # a chunk longer than the budget is cut to fit
+        ['The Eiffel Tower is in', 'Paris.']
         >>> [u.reason for u in out.dropped]
-        ['over budget', 'redundant with unit 0 (similarity 0.57)']
+        ['over budget', 'over budget', 'redundant with unit 0 (similarity 0.69)']
     """
     validate.positive_int(budget, "budget")
     validate.optional_text(query, "query")
