@@ -44,6 +44,7 @@ _EXPORTS = {
     "LengthBatches": "ctxkit.packing.batching",
     "density": "ctxkit.compression.density",
     "DensityResult": "ctxkit.compression.density",
+    "DensityOptions": "ctxkit.compression.options",
     "compress": "ctxkit.compression.prune",
     "CompressResult": "ctxkit.compression.prune",
     "compress_chat": "ctxkit.compression.chat",

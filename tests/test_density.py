@@ -118,3 +118,14 @@ def test_novelty_in_blocks_equals_the_full_matrix(monkeypatch):
     want = np.clip(1.0 - sims.max(axis=1), 0.0, 1.0)
     np.testing.assert_allclose(got, want, atol=1e-6)
     assert got[5] == pytest.approx(0.0, abs=1e-6) and got[2097] == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("kw", [{"threshold": 0}, {"threshold": 1.5}, {"n": 0},
+                                {"top_clusters": -1}, {"semantic": "yes"}, {"tokenizer": 3}])
+def test_bad_density_options_are_option_errors(kw):
+    from ctxkit.compression.options import DensityOptions
+    from ctxkit.errors import OptionError
+
+    with pytest.raises(OptionError, match=next(iter(kw))):
+        density(["a b c", "d e f"], **kw)
+    assert density(["a b c"], options=DensityOptions(n=2), scorer=None).texts

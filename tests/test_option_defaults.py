@@ -10,7 +10,7 @@ import typer
 
 import ctxkit
 from ctxkit.cli import app
-from ctxkit.compression.options import ChatOptions, CompressOptions
+from ctxkit.compression.options import ChatOptions, CompressOptions, DensityOptions
 from ctxkit.deduplication.options import MinHashOptions
 from ctxkit.embedding.options import ClassifyOptions, EmbedOptions
 from ctxkit.packing.options import PackOptions
@@ -25,6 +25,7 @@ COMMAND_OPTIONS = {
     "classify": [ClassifyOptions],
     "compress": [CompressOptions],
     "chat": [ChatOptions],
+    "density": [DensityOptions],
 }
 FUNCTIONS = [
     (ctxkit.compress, CompressOptions),
@@ -33,6 +34,7 @@ FUNCTIONS = [
     (ctxkit.PackedEncoder, EmbedOptions),
     (ctxkit.PackedClassifier, ClassifyOptions),
     (ctxkit.pack, PackOptions),
+    (ctxkit.density, DensityOptions),
 ]
 
 

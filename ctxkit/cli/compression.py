@@ -26,7 +26,7 @@ from ctxkit.cli.app import (
     app,
     run_job,
 )
-from ctxkit.compression.options import ChatOptions, CompressOptions
+from ctxkit.compression.options import ChatOptions, CompressOptions, DensityOptions
 from ctxkit.jobs import Source, Target
 
 __all__ = ["chat_cmd", "compress_cmd", "density_cmd"]
@@ -122,10 +122,13 @@ def density_cmd(
     field: FieldOpt = None,
     template: TemplateOpt = None,
     id_field: IdFieldOpt = None,
-    scorer: Annotated[str | None, typer.Option(help="idf | lm | embedding | none")] = "idf",
-    tokenizer: TokenizerOpt = CompressOptions.tokenizer,
-    semantic: Annotated[bool, typer.Option(help="Also semantic novelty (embeddings).")] = False,
-    threshold: Annotated[float, typer.Option(help="Near-duplicate Jaccard threshold.")] = 0.8,
+    scorer: Annotated[str | None, typer.Option(help="idf | lm | embedding | none")
+                      ] = DensityOptions.scorer,
+    tokenizer: TokenizerOpt = DensityOptions.tokenizer,
+    semantic: Annotated[bool, typer.Option(help="Also semantic novelty (embeddings).")
+                        ] = DensityOptions.semantic,
+    threshold: Annotated[float, typer.Option(help="Near-duplicate Jaccard threshold.")
+                         ] = DensityOptions.threshold,
     skip_bad: SkipBadOpt = False,
     progress: ProgressOpt = True,
 ) -> None:

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ctxkit import validate
+from ctxkit.compression.options import DensityOptions
 from ctxkit.compression.scorer_base import Scorer
 from ctxkit.compression.scorers import get_scorer
 from ctxkit.errors import InputError
@@ -193,6 +194,7 @@ def _clusters(dup: list[int], tokens: list[int], top: int) -> list[dict[str, Any
 def density(
     text_or_texts: str | Sequence[str],
     *,
+    options: DensityOptions | None = None,
     tokenizer: str | Tokenizer = "cl100k_base",
     scorer: str | Scorer | None = "idf",
     n: int = 3,
@@ -204,6 +206,8 @@ def density(
 
     ``scorer=None`` skips self-information (and so the composite score). With the ``idf``
     scorer and no ``wordfreq`` package installed, IDF is fitted on the corpus itself.
+    ``options``: a :class:`~ctxkit.compression.options.DensityOptions`; keywords that differ
+    from their defaults apply on top of it.
 
     Example:
         >>> rep = density(["a b c", "a b c", "x y z w"], scorer=None)
@@ -211,6 +215,11 @@ def density(
         ([-1, 0, -1], 3)
     """
     texts = validate.text_or_texts(text_or_texts, "text_or_texts")
+    opts = DensityOptions.resolve(options, tokenizer=tokenizer, scorer=scorer, n=n,
+                                  threshold=threshold, semantic=semantic,
+                                  top_clusters=top_clusters)
+    tokenizer, scorer, n, threshold = opts.tokenizer, opts.scorer, opts.n, opts.threshold
+    semantic, top_clusters = opts.semantic, opts.top_clusters
     tok = resolve_tokenizer(tokenizer)
     sc = None if scorer is None else get_scorer(scorer)
     per_text = text_densities(texts, tokenizer=tok, scorer=sc, n=n)

@@ -32,6 +32,7 @@ __all__ = [
     "REORDERS",
     "ChatOptions",
     "CompressOptions",
+    "DensityOptions",
     "check_budget",
 ]
 
@@ -200,3 +201,43 @@ class ChatOptions(OptionSet):
         for name in ("query_weight", "neighbors", "whole_share"):
             _check_share(self, name)
         _check_share(self, "word_keep", low_open=True)  # shorten=False never shortens
+
+
+@dataclass(frozen=True)
+class DensityOptions(OptionSet):
+    """How :func:`ctxkit.density` scores a text or a corpus.
+
+    Attributes:
+        tokenizer: tokenizer name or object the tokens are counted in.
+        scorer: the scorer of self-information (``idf``, ``lm``, ``embedding`` or an object),
+            or None to skip it (and the composite score).
+        n: word n-gram size of the redundancy and near-duplicate shingles (>= 1).
+        threshold: Jaccard similarity at or above which two texts are near duplicates,
+            in (0, 1].
+        semantic: also the semantic novelty of each text (embeddings).
+        top_clusters: near-duplicate clusters listed in the result (>= 0).
+
+    Example:
+        >>> DensityOptions(threshold=0.9).n
+        3
+    """
+
+    _what = "density option"
+
+    tokenizer: Any = "cl100k_base"
+    scorer: Any = "idf"
+    n: int = 3
+    threshold: float = 0.8
+    semantic: bool = False
+    top_clusters: int = 10
+
+    def __post_init__(self) -> None:
+        _check_named(self.tokenizer, "tokenizer")
+        if self.scorer is not None:
+            _check_named(self.scorer, "scorer")
+        _check_count(self, "n")
+        if self.n < 1:
+            raise bad_option("n", f" must be an integer >= 1, got {self.n!r}")
+        _check_share(self, "threshold", low_open=True)
+        _check_bool(self, "semantic")
+        _check_count(self, "top_clusters")

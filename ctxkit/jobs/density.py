@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.compression.options import DensityOptions
 from ctxkit.errors import InputError
 from ctxkit.jobs.common import (
     JobReport,
     Progress,
     Source,
     Target,
+    as_flags,
     check_suffix,
     no_progress,
     read_text_file,
@@ -45,10 +47,10 @@ def run_density(
     source: Source,
     target: Target,
     *,
-    scorer: str | None = "idf",
-    tokenizer: str = "cl100k_base",
-    semantic: bool = False,
-    threshold: float = 0.8,
+    scorer: str | None = DensityOptions.scorer,
+    tokenizer: str = DensityOptions.tokenizer,
+    semantic: bool = DensityOptions.semantic,
+    threshold: float = DensityOptions.threshold,
     progress: Progress = no_progress,
 ) -> DensityJobReport:
     """Score the information density of ``source`` (records, or one text file) and write the
@@ -58,9 +60,8 @@ def run_density(
     from ctxkit.io.outputs import write_json
 
     check_suffix(target.output, (".json",), "the density report")
-    if not 0 <= threshold <= 1:
-        raise InputError(f"--threshold must be a Jaccard similarity between 0 and 1, got "
-                         f"{threshold}")
+    as_flags(DensityOptions, scorer=None if scorer in (None, "none") else scorer,
+             tokenizer=tokenizer, semantic=semantic, threshold=threshold)
     source.check()
     target.check((source.path,))
     report = DensityJobReport(command="density", input=str(source.path),
