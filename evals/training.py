@@ -429,16 +429,15 @@ def plot(res: dict, path: Path) -> None:
     rows = res["rows"]
     names = list(dict.fromkeys(r["dataset"] for r in rows))
     x, width = np.arange(len(names)), 0.8 / len(METHODS)
-    fig, ax = plt.subplots(figsize=(max(6, 2.5 * len(names)), 4.5))
+    fig, ax = plt.subplots(figsize=(max(6, 2.5 * len(names)), 4.5), layout="tight")
     for k, m in enumerate(METHODS):
         vals = [next(r["tokens_per_second"] or 0 for r in rows
                      if r["dataset"] == n and r["method"] == m) for n in names]
         ax.bar(x + k * width, vals, width, label=m)
-    ax.set_xticks(x + 0.4 - width / 2, names)
-    ax.set_ylabel("effective tokens / second (real tokens)")
-    ax.set_title(f"Training step (forward, backward, AdamW) on {res['device']}")
     ax.legend()
-    fig.tight_layout()
+    ax.set_xticks(x + 0.4 - width / 2, names)
+    ax.set(ylabel="effective tokens / second (real tokens)",
+           title=f"Training step (forward, backward, AdamW) on {res['device']}")
     common.save_figure(fig, path)
     plt.close(fig)
 
@@ -447,8 +446,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m evals.training",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="seconds: tiny model, few examples")
-    parser.add_argument("--out", default="evals/results", help="output directory")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--out", default="evals/results", help="output directory")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     cfg = dict(QUICK) if args.quick else {"budget": BUDGET, "max_len": MAX_LEN,
