@@ -65,7 +65,7 @@ MODEL = {"hidden": 128, "intermediate": 344, "layers": 4, "heads": 2, "kv_heads"
          "vocab": 8192}
 QUICK_MODEL = {"hidden": 64, "intermediate": 172, "layers": 2, "heads": 1, "kv_heads": 1,
                "vocab": 1024}
-BUDGET, MAX_LEN, EXAMPLES, PASSES, WARMUP = 1024, 512, 48, 2, 1
+BUDGET, MAX_LEN, EXAMPLES, PASSES, WARMUP = 1024, 512, 48, 3, 1
 QUICK = {"budget": 256, "max_len": 128, "examples": 16, "passes": 1, "warmup": 1}
 TOLERANCE, CUDA_TOLERANCE = 1e-5, 5e-2
 RESPONSE = "### Response:\n"
@@ -429,15 +429,19 @@ def plot(res: dict, path: Path) -> None:
     rows = res["rows"]
     names = list(dict.fromkeys(r["dataset"] for r in rows))
     x, width = np.arange(len(names)), 0.8 / len(METHODS)
-    fig, ax = plt.subplots(figsize=(max(6, 2.5 * len(names)), 4.5), layout="tight")
-    for k, m in enumerate(METHODS):
-        vals = [next(r["tokens_per_second"] or 0 for r in rows
-                     if r["dataset"] == n and r["method"] == m) for n in names]
-        ax.bar(x + k * width, vals, width, label=m)
-    ax.legend()
-    ax.set_xticks(x + 0.4 - width / 2, names)
-    ax.set(ylabel="effective tokens / second (real tokens)",
-           title=f"Training step (forward, backward, AdamW) on {res['device']}")
+    fig, axes = plt.subplots(1, 2, figsize=(max(10, 5 * len(names)), 4.5), layout="tight")
+    panels = (("tokens_per_second", "effective tokens / second (real tokens)"),
+              ("speedup", "effective tokens / second over padded"))
+    for ax, (key, label) in zip(axes, panels):
+        for k, m in enumerate(METHODS):
+            vals = [next(r[key] or 0 for r in rows if r["dataset"] == n and r["method"] == m)
+                    for n in names]
+            ax.bar(x + k * width, vals, width, label=m)
+        ax.set_xticks(x + 0.4 - width / 2, names)
+        ax.set(ylabel=label)
+    axes[1].axhline(1.5, color="k", linestyle="--", linewidth=1, label="1.5x")
+    axes[1].legend(fontsize=8)
+    fig.suptitle(f"Training step (forward, backward, AdamW) on {res['device']}")
     common.save_figure(fig, path)
     plt.close(fig)
 
