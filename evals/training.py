@@ -416,6 +416,13 @@ def markdown(res: dict) -> str:
                            "vs padded", "peak MiB", "loss diff"], table)
         + f"\nctxkit.pack over padded: {bar}; losses within tolerance: "
         + f"{'yes' if res['losses_equal'] else 'no'}.\n"
+        + ("\nOn CPU transformers runs the padding-free batches (`flattening`, `ctxkit.pack`) "
+           "through SDPA with a block-causal mask over the whole step (tokens x tokens), so "
+           "their attention grows with the step's token budget, while a padded row attends "
+           "only over its own length (likely where their higher fill goes; not timed apart "
+           "here). Timings on a shared "
+           "machine are noisy; `passes_tokens_per_second` in the JSON has every pass.\n"
+           if res["device"] == "cpu" else "")
         + f"\nCommand: `{res['command']}`.\n"
     )
 
