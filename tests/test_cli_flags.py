@@ -45,3 +45,29 @@ def test_every_record_command_writes_and_reports_the_same_way():
         opts = {o for p in COMMANDS[name].params for o in p.opts}
         assert {"-o", "--output", "--report"} <= opts, name
     assert "--summary-json" not in {o for _, p in _options() for o in p.opts}
+
+
+def test_no_progress_silences_transformers_bars(tmp_path):
+    """``--no-progress`` also turns off transformers' own bars ("Loading weights"), for the
+    run only."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from transformers.utils import logging as hf_logging
+
+    from ctxkit.cli.app import quiet_transformers
+
+    assert hf_logging.is_progress_bar_enabled()
+    with quiet_transformers(True):
+        assert not hf_logging.is_progress_bar_enabled()
+    assert hf_logging.is_progress_bar_enabled()
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"text": "a short text to embed"}) + "\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "ctxkit.cli", "embed", str(src), "-o",
+                           str(tmp_path / "v.npy"), "--device", "cpu", "--no-progress"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Loading weights" not in done.stderr and "it/s" not in done.stderr
