@@ -4,7 +4,9 @@ A chat application compresses its history on every turn. This benchmark replays 
 conversation (the longest of ``shared/data/bench``, 600+ turns) through
 :class:`ctxkit.ChatMemory` one message at a time, calling ``compress()`` after each, and at
 evenly spaced turns also runs what a user would call instead, ``compress_chat`` on the whole
-history so far (a fresh call: every message tokenised, scored and embedded again). Both must
+history so far (a fresh call: every message tokenised and scored again; embeddings come from
+the process-wide cache of the ``embedding`` scorer, as in a server that has seen the messages
+before). Both must
 return the same window (checked at every sampled turn); the figure is the ratio of their
 median per-turn CPU time, for the default scorer and for ``scorer="embedding"``.
 
