@@ -46,7 +46,6 @@ from ctxkit.compression.chat import (
     CompressChatResult,
     MessageChange,
     _scores,
-    count_chat_tokens,
     select,
 )
 from ctxkit.compression.chat_features import ChatFeatures
@@ -124,8 +123,6 @@ class PrefixWindow:
         self.cache = PrefixCacheOptions.resolve(cache, low_water=low_water, recall=recall,
                                                 recall_role=recall_role)
         self.options, self.features = options, features
-        self.low_water, self.recall = float(self.cache.low_water), float(self.cache.recall)
-        self.recall_role = self.cache.recall_role
         self._prefix: _Prefix | None = None
         self.compactions = 0
 
@@ -170,20 +167,25 @@ class PrefixWindow:
             ranked = ranked[:-1]
 
     def _recall_room(self, budget: int) -> int:
-        return int(self.recall * budget)
+        return int(self.cache.recall * budget)
 
     def _grown_tokens(self, history: Sequence[Mapping[str, Any]], prefix: _Prefix) -> int:
         """Billed tokens of the prefix plus the messages added since it was made."""
         return self._tokens(prefix.messages + [dict(m) for m in history[prefix.length:]])
 
     def _tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
-        return count_chat_tokens(messages, tokenizer=self.features.tok,
-                                 per_message=self.options.per_message,
-                                 reply_priming=self.options.reply_priming)
+        """Billed tokens, as ``select`` counts them, from the feature store's cached counts
+        (the prefix is counted again every turn)."""
+        if not messages:
+            return 0
+        opts = self.options
+        return sum(self.features.message_tokens(m, raw_role(m), message_text(m, i),
+                                                opts.per_message, opts.image_tokens)
+                   for i, m in enumerate(messages)) + opts.reply_priming
 
     def _compact(self, history: Sequence[Mapping[str, Any]], budget: int,
                  query: str | None) -> _Prefix:
-        target = max(1, int(self.low_water * budget))
+        target = max(1, int(self.cache.low_water * budget))
         try:
             sel = select(history, target, self.options, self.features, query)
         except ValueError:  # the kept system prompt and tail need more than the low-water mark
@@ -201,7 +203,7 @@ class PrefixWindow:
         cands = [i for i in evicted if raw_role(history[i]) in _RECALLABLE
                  and not history[i].get("tool_calls") and not history[i].get("function_call")
                  and message_text(history[i], i).strip()]
-        left = room - self.options.per_message - self.features.count(self.recall_role) - \
+        left = room - self.options.per_message - self.features.count(self.cache.recall_role) - \
             self.features.count(RECALL_HEADER)
         if not query or not cands or left <= 0:
             return []
@@ -236,9 +238,10 @@ class PrefixWindow:
     def _block(self, history: Sequence[Mapping[str, Any]], recalled: Sequence[int],
                fmt: str) -> dict[str, Any]:
         text = "\n".join([RECALL_HEADER] + [self._line(history, i) for i in sorted(recalled)])
+        role = self.cache.recall_role
         if fmt == "openai":
-            return {"role": self.recall_role, "content": text}
-        role = {"user": "human", "assistant": "gpt"}.get(self.recall_role, self.recall_role)
+            return {"role": role, "content": text}
+        role = {"user": "human", "assistant": "gpt"}.get(role, role)
         return {"from": role, "value": text}
 
     def _window(self, history: Sequence[Mapping[str, Any]], budget: int, prefix: _Prefix,
