@@ -109,8 +109,13 @@ def _scaling_row(key: dict[str, Any], times: list[tuple[float, float]],
             "paired_ratios": [round(x, 3) for x in ratios]}
 
 
+# How each size is timed: ``fresh`` in a process of its own, ``in_process`` in this one.
+MODES = ("fresh", "in_process")
+
+
 def bench_scaling(
-    corpora: dict[str, dict[int, list[str]]], thresholds: list[float], rounds: int
+    corpora: dict[str, dict[int, list[str]]], thresholds: list[float], rounds: int,
+    modes: tuple[str, ...] = MODES,
 ) -> dict[str, Any]:
     """Time per document of ``dedup(texts, method="minhash", threshold=t)`` as the corpus
     grows, two ways.
@@ -125,7 +130,7 @@ def bench_scaling(
     after each larger one: a larger run's *paired ratio* is its time over the mean of those
     two neighbours, from which a slow spell of the shared machine mostly divides out. User
     and system CPU are kept apart; each row also gives the LSH candidates per document, the
-    work that grows with the data.
+    work that grows with the data. ``modes`` picks which of the two ways run.
     """
     import subprocess
     import tempfile
@@ -156,15 +161,17 @@ def bench_scaling(
                 candidates[name, t, n] = one["candidates_per_doc"]
                 times = (one["user_us"], one["system_us"])
             else:
-                times = cpu_us_per_doc(
-                    functools.partial(dedup, corpora[name][n], method="minhash", threshold=t), n)
+                found = []
+                times = cpu_us_per_doc(lambda: found.append(
+                    dedup(corpora[name][n], method="minhash", threshold=t)), n)
+                candidates[name, t, n] = found[0].info["minhash"]["candidates"] / max(1, n)
             runs.setdefault((mode, name, t, n), []).append(times)
             return sum(times)
 
         for r in range(rounds):
             for name, resamples in corpora.items():
                 for t in thresholds:
-                    for mode in ("fresh", "in_process"):
+                    for mode in modes:
                         ratios = sandwiched(functools.partial(run, mode, name, t),
                                             sorted(resamples), r)
                         for n, ratio in ratios.items():
@@ -283,7 +290,7 @@ def run_scaling(
     copies = sorted({n // sizes[0] for n in sizes} | {4 if args.quick else REPLICA_COPIES_MAX})
     replicas = {len(unit) * k: disjoint_replicas(unit, k, rng) for k in copies}
     res = bench_scaling({"mix": resamples, "replicas": replicas}, [DEFAULT_THRESHOLD, 0.8],
-                        args.scaling)
+                        args.scaling, MODES)
     # after every ctxkit run, so the baseline's memory never sits beside ctxkit's runs
     res["reference"] = scaling_reference(replicas, DEFAULT_THRESHOLD, args.scaling)
     res["command"] = "python -m evals.dedup" + (" --quick" if args.quick else "") + (

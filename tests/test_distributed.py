@@ -435,69 +435,48 @@ def test_embed_rejects_non_text(ray_session):
 # ---------------------------------------------------------------- what `ctxkit ... --ray` runs
 
 
-def test_run_command_dedup_and_pack(ray_session, tmp_path):
+def test_run_command_refuses_before_and_names_the_record_after(ray_session, tmp_path):
+    """What ``run_command`` checks before Ray reads anything, and a worker's error coming back
+    as one line naming the record (its outputs are compared with the local command's in
+    ``test_ray_parity.py``)."""
     import json
 
-    from ctxkit.deduplication.pipeline import dedup
     from ctxkit.distributed import run_command
 
-    texts = _near_duplicate_corpus(60, seed=5)
     src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps({"id": f"r{i}", "body": t}) + "\n"
-                           for i, t in enumerate(texts)))
-    rows = dict(run_command("dedup", "local", src, tmp_path / "kept.jsonl", field="body",
-                            id_field="id", report_path=tmp_path / "dups.json", method="minhash",
-                            threshold=0.6))
-    ref = dedup(texts, method="minhash", threshold=0.6)
-    report = json.loads((tmp_path / "dups.json").read_text())
-    assert rows["removed (minhash)"] == ref.n_removed == report["removed"] == \
-        len(report["duplicates"])
-    kept = [json.loads(line) for line in (tmp_path / "kept.jsonl").read_text().splitlines()]
-    assert sorted(r["id"] for r in kept) == sorted(f"r{i}" for i in ref.keep)
-    assert rows["output"] == str(tmp_path / "kept.jsonl")
+    src.write_text("".join(json.dumps({"id": f"r{i}", "body": f"text {i}"}) + "\n"
+                           for i in range(5)))
     with pytest.raises(ValueError, match="only --method minhash"):
         run_command("dedup", "local", src, tmp_path / "x.jsonl", method="exact,minhash")
     with pytest.raises(ValueError, match=r"field\(s\) \['text'\] not in"):
         run_command("pack", "local", src, tmp_path / "w.parquet", capacity=64)
-    bad = tmp_path / "bad.jsonl"  # a worker's error comes back as one ValueError line
+    bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "body": "ok"}\n{"id": "b", "body": 5}\n')
     with pytest.raises(ValueError, match=r"bad.jsonl \(row 1\) \(id b\): field 'body' is int, "
                                          r"not text$"):
         run_command("pack", "local", bad, tmp_path / "b.parquet", field="body", id_field="id")
-
-    rows = dict(run_command("pack", "local", src, tmp_path / "w.parquet", field="body",
-                            capacity=256, tokenizer="cl100k_base", overflow="truncate"))
-    windows = ray.data.read_parquet(str(tmp_path / "w.parquet")).take_all()
-    assert rows["windows"] == len(windows)
-    assert rows["skipped (empty/dropped)"] == 2
-    assert sorted(int(r) for w in windows for r in w["source_ids"]) == \
-        [i for i, t in enumerate(texts) if t]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "in.jsonl"]
 
 
-def test_run_command_embed_parquet_matches_packed_encoder(ray_session, tmp_path, actor_threads):
-    """The real PackedEncoder in CPU actors; the parquet output carries id, vector and row."""
-    import json
+def test_embed_parquet_parts_carry_id_vector_and_input_row():
+    """``-o vectors.parquet`` on Ray: each part holds the local command's columns (``id`` with
+    ``--ids``, ``embedding`` as a fixed-size list of float32) plus ``row``, the input row,
+    since part files do not keep the input order. (The vectors themselves are compared with
+    the local command's, bit for bit, in ``test_ray_parity.py``.)"""
+    import pyarrow as pa
 
-    import pyarrow.parquet as pq
+    from ctxkit.distributed.command import _vector_table
 
-    from ctxkit.distributed import run_command
-    from ctxkit.embedding.encoder import PackedEncoder
-
-    texts = ["A short one.", "", "Packed rows keep each document's own [CLS] and [SEP].",
-             "ünïcode и 日本語 text", "word " * 300]
-    src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps({"text": t, "k": f"d{i}"}) + "\n"
-                           for i, t in enumerate(texts)))
-    rows = dict(run_command("embed", "local", src, tmp_path / "v.parquet", id_field="k",
-                            ids=True, chunk_size=3, normalize=False))
-    table = pq.read_table(tmp_path / "v.parquet").sort_by("row")
-    assert rows["texts"] == len(texts) and table.column_names == ["id", "embedding", "row"]
-    assert table.column("id").to_pylist() == [f"d{i}" for i in range(len(texts))]
-    # chunks of 3 texts on both sides, torch on one thread on both (``actor_threads``): the
-    # same forward passes, so the same bits
-    want = PackedEncoder(device="cpu", chunk_size=3).encode(texts, normalize=False)
-    np.testing.assert_array_equal(np.array(table.column("embedding").to_pylist(), np.float32),
-                                  want)
+    batch = {"_row": np.array([4, 0, 2]), "id": np.array(["d4", "d0", "日本"], dtype=object),
+             "embedding": np.arange(12, dtype=np.float64).reshape(3, 4)}
+    table = _vector_table(batch, ids=True)
+    assert table.column_names == ["id", "embedding", "row"]
+    assert table.schema.field("embedding").type == pa.list_(pa.float32(), 4)
+    assert table.column("id").to_pylist() == ["d4", "d0", "日本"]
+    assert table.column("row").to_pylist() == [4, 0, 2]
+    np.testing.assert_array_equal(np.array(table.column("embedding").to_pylist()),
+                                  batch["embedding"].astype(np.float32))
+    assert _vector_table(batch, ids=False).column_names == ["embedding", "row"]
 
 
 def test_auto_shuffle_picks_sort_for_small_inputs(ray_session):
@@ -515,7 +494,8 @@ def test_auto_shuffle_picks_sort_for_small_inputs(ray_session):
 
 
 def test_cli_ray_option(ray_session, tmp_path, capsys):
-    """`ctxkit dedup|pack ... --ray local` runs the distributed stage; errors exit 2."""
+    """`ctxkit pack ... --ray local -o FILE.jsonl` writes that one file; into an existing
+    directory it writes the part files; a refused option exits 2."""
     import json
 
     from ctxkit.cli import main
@@ -523,10 +503,9 @@ def test_cli_ray_option(ray_session, tmp_path, capsys):
     texts = _near_duplicate_corpus(40, seed=11)
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    assert main(["dedup", str(src), "-o", str(tmp_path / "kept.jsonl"), "--method", "minhash",
-                 "--ray", "local"]) == 0
-    assert "ctxkit dedup on Ray" in capsys.readouterr().out
+    # the default methods include exact dedup, which Ray does not run: refused before it starts
     assert main(["dedup", str(src), "-o", str(tmp_path / "k2.jsonl"), "--ray", "local"]) == 2
+    capsys.readouterr()
     assert main(["pack", str(src), "-c", "128", "-o", str(tmp_path / "w.jsonl"),
                  "--overflow", "truncate", "--ray", "local"]) == 0
     out = capsys.readouterr().out
@@ -536,7 +515,7 @@ def test_cli_ray_option(ray_session, tmp_path, capsys):
     assert sorted(w["window"] for w in windows) == list(range(len(windows)))
     assert sorted(int(i) for w in windows for i in w["source_ids"]) == \
         [i for i, t in enumerate(texts) if t]  # empty texts are reported, not packed
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "kept.jsonl", "w.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "w.jsonl"]
     # an existing empty directory receives the part files themselves
     (tmp_path / "parts.parquet").mkdir()
     assert main(["pack", str(src), "-c", "128", "-o", str(tmp_path / "parts.parquet"),

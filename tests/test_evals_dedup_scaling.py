@@ -8,13 +8,16 @@ from evals.dedup import main
 from evals.dedup_corpus import disjoint_replicas
 
 
-def test_scaling_writes_every_round_per_corpus_size_and_threshold(tmp_path):
+def test_scaling_writes_every_round_per_corpus_size_and_threshold(tmp_path, monkeypatch):
+    # the runs in processes of their own are checked apart (below): here every run stays in
+    # this process, which keeps the whole schedule of two rounds quick
+    monkeypatch.setattr("evals.dedup_scaling.MODES", ("in_process",))
     res = main(["--quick", "--scaling", "2", "--out", str(tmp_path)])
     rows = res["rows"]
     # the replicas go on past the resamples' sizes (to 32 copies in a full run, 4 here)
     sizes = {"mix": [1000, 2000], "replicas": [1000, 2000, 4000]}
     assert sorted((r["corpus"], r["mode"], r["threshold"], r["docs"]) for r in rows) == [
-        (c, m, t, n) for c in ("mix", "replicas") for m in ("fresh", "in_process")
+        (c, "in_process", t, n) for c in ("mix", "replicas")
         for t in (0.7, 0.8) for n in sizes[c]]
     for r in rows:
         larger = sizes[r["corpus"]][1:]
@@ -43,16 +46,16 @@ def test_scaling_writes_every_round_per_corpus_size_and_threshold(tmp_path):
     saved = json.loads((tmp_path / "dedup_scaling.json").read_text())
     assert saved["command"] == "python -m evals.dedup --quick --scaling 2"
     table = (tmp_path / "dedup_scaling.md").read_text()
-    assert "| mix | own process | 0.8 | 2,000 |" in table
+    assert "| mix | one process | 0.8 | 2,000 |" in table
     assert "| replicas | one process | 0.7 | 1,000 |" in table
     assert "in 1, 2, 4 copies" in table
     # the summary: one line per corpus, run and threshold, a median ratio per size
     summary = table.split("Median x smallest by size:")[1].split("Every run:")[0]
     assert "| corpus | run | threshold | 1,000 | 2,000 | 4,000 |" in summary
-    line = next(x for x in summary.splitlines() if x.startswith("| mix | own process | 0.7 |"))
+    line = next(x for x in summary.splitlines() if x.startswith("| mix | one process | 0.7 |"))
     assert line.endswith("| - |")  # the mix has no 4,000
     rows = [x for x in summary.splitlines() if x.startswith(("| mix |", "| replicas |"))]
-    assert len(rows) == 8  # 2 corpora x 2 runs x 2 thresholds
+    assert len(rows) == 4  # 2 corpora x 2 thresholds
     # the smallest size is its own reference; a larger size may also read 1.00 by chance
     assert all(x.split("|")[4].strip() == "1.00" for x in rows)
     assert "Runs of one size spread by " in summary  # the noise the paired ratios divide out
@@ -60,6 +63,23 @@ def test_scaling_writes_every_round_per_corpus_size_and_threshold(tmp_path):
     if saved["reference"] is not None:
         assert [r["docs"] for r in saved["reference"]["rows"]] == [1000, 2000, 4000]
         assert "through rensa in one process" in table
+
+
+def test_fresh_runs_time_each_size_in_a_process_of_its_own():
+    """``fresh``: every run is ``python -m evals.dedup_oneshot`` on the pickled texts, which
+    reports its own CPU time and LSH candidates per document."""
+    from evals.dedup_scaling import bench_scaling
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(300)]
+    texts = [" ".join(rng.choices(words, k=20)) for _ in range(400)]
+    texts += [t + " again" for t in texts[:100]]
+    res = bench_scaling({"mix": {250: texts[:250], 500: texts}}, [0.7], 1, ("fresh",))
+    rows = {r["docs"]: r for r in res["rows"]}
+    assert sorted(rows) == [250, 500] and {r["mode"] for r in rows.values()} == {"fresh"}
+    assert len(rows[250]["rounds_us_per_doc"]) == 2 and len(rows[500]["rounds_us_per_doc"]) == 1
+    assert rows[500]["candidates_per_doc"] > rows[250]["candidates_per_doc"] >= 0
+    assert all(r["best_us_per_doc"] > 0 for r in rows.values())
 
 
 def test_disjoint_replicas_hold_the_same_work_per_document():

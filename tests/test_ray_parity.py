@@ -114,6 +114,9 @@ def test_dedup_on_ray_equals_local(ray_session, tmp_path, capsys):
                   for e in json.loads((tmp_path / f"{k}.json").read_text())["duplicates"]]
               for k in ("local", "ray")}
     assert ledger["ray"] == ledger["local"] and len(ledger["local"]) == len(rows) - len(local)
+    report = json.loads((tmp_path / "ray.json").read_text())
+    assert (report["records"], report["kept"], report["removed"]) == \
+        (len(rows), len(local), len(rows) - len(local))
 
 def test_ray_refuses_what_it_cannot_honour(ray_session, tmp_path, capsys):
     src = _write_jsonl(tmp_path / "in.jsonl", _alpaca(12))
