@@ -48,6 +48,7 @@ from typing import Any
 from ctxkit import validate
 from ctxkit.compression.chat import CompressChatResult, select
 from ctxkit.compression.chat_features import ChatFeatures
+from ctxkit.compression.history_format import HistoryFormat
 from ctxkit.compression.options import DEFAULT_SCORER, ChatOptions, check_budget
 from ctxkit.compression.prefix_cache import PrefixCacheOptions, PrefixWindow
 from ctxkit.compression.prompt_cache import CacheAccountingResult, CacheMeter
@@ -100,7 +101,8 @@ class ChatMemory:
         self.meter = CacheMeter(tokenizer=self.features.tok,
                                 per_message=self.options.per_message,
                                 reply_priming=self.options.reply_priming)
-        self.messages: list[dict[str, Any]] = []
+        self.messages: list[dict[str, Any]] = []  # the internal form (OpenAI or ShareGPT)
+        self.history = HistoryFormat()  # the messages as added, and their format
         self._names = (
             tokenizer if isinstance(tokenizer, str) else getattr(tokenizer, "name", None),
             scorer if isinstance(scorer, str) else None)
@@ -108,17 +110,17 @@ class ChatMemory:
     def __len__(self) -> int:
         return len(self.messages)
 
-    def add(self, message: Mapping[str, Any]) -> None:
-        """Append one message (OpenAI or ShareGPT format, as the ones before it)."""
-        if not isinstance(message, Mapping):
-            raise InputError(f"message {len(self.messages)} is {type(message).__name__}, "
-                            "not an object")
-        msg = dict(message)
+    def add(self, message: Any) -> None:
+        """Append one message in the format of the ones before it: OpenAI, ShareGPT,
+        Anthropic, a LangChain ``BaseMessage`` or a LlamaIndex ``ChatMessage``
+        (:mod:`ctxkit.io.formats`); windows come back in that format and types."""
+        msg, kind = self.history.convert(message, len(self.messages))
         _format(self.messages[-1:] + [msg])  # same format as the history, known keys
         _text(msg, len(self.messages))  # content must be text or text parts
+        self.history.append(message, kind)
         self.messages.append(msg)
 
-    def extend(self, messages: Iterable[Mapping[str, Any]]) -> None:
+    def extend(self, messages: Iterable[Any]) -> None:
         """Append messages in order."""
         for m in messages:
             self.add(m)
@@ -140,11 +142,11 @@ class ChatMemory:
             out = self._window.compress(self.messages, budget, query)
         else:
             out = select(self.messages, budget, self.options, self.features, query)
-        self.meter.record(out)
+        self.meter.record(out)  # on the internal form: rendered as an OpenAI-style API sends it
         # an edited history leaves features of vanished texts behind: bound the store
         if len(self.features) > 4 * len(self.messages) + 64:
             self.features.retain([_text(m, i) for i, m in enumerate(self.messages)])
-        return out
+        return self.history.restore(out, self.messages)
 
     def cache_accounting(self) -> CacheAccountingResult:
         """Prompt-cache accounting of every window :meth:`compress` returned: per turn the
@@ -180,7 +182,8 @@ class ChatMemory:
         return self.compress(query, budget=budget).kv_cache(model, dtype=dtype)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe snapshot: messages, budget and options (scorer and tokenizer by name)."""
+        """A JSON-safe snapshot: messages, budget and options (scorer and tokenizer by name).
+        LangChain, LlamaIndex and Anthropic messages are stored in the internal OpenAI form."""
         tokenizer, scorer = self._names
         if scorer is None:
             scorer = getattr(self.features.scorer, "name", None)

@@ -50,7 +50,7 @@ from ctxkit.compression.chat import (
 )
 from ctxkit.compression.chat_features import ChatFeatures
 from ctxkit.compression.options import ChatOptions
-from ctxkit.io.messages import message_format, message_text, raw_role
+from ctxkit.io.messages import TOOL_RESULT_ROLES, message_format, message_text, raw_role
 from ctxkit.options import OptionSet, bad_option
 
 __all__ = ["RECALL_HEADER", "PrefixCacheOptions", "PrefixWindow"]
@@ -256,6 +256,9 @@ class PrefixWindow:
             tail_start -= 1
             if raw_role(body[tail_start]) not in _SYSTEM:
                 seen += 1
+        # never between a tool call and its results: the block goes before the call
+        while 0 < tail_start < len(body) and raw_role(body[tail_start]) in TOOL_RESULT_ROLES:
+            tail_start -= 1
         messages = body if not recalled else (
             body[:tail_start] + [self._block(history, recalled, fmt)] + body[tail_start:])
         tokens = self._tokens(messages)

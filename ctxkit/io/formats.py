@@ -59,7 +59,7 @@ from ctxkit.io.messages import (
 )
 
 __all__ = ["FORMATS", "IMAGE_TOKENS", "Conversation", "detect_format", "image_parts",
-           "read_conversation"]
+           "message_kind", "read_conversation", "to_internal"]
 
 FORMATS = ("openai", "anthropic", "sharegpt", "langchain", "llamaindex")
 # Tokens billed per image: OpenAI's published cost of a low-detail image (85 tokens, "Calculating
@@ -111,6 +111,38 @@ def _kind(m: Any, index: int) -> str | None:
     if isinstance(m, Mapping) and "role" in m:
         return _dict_kind(m)
     return dict_format(m, index)  # sharegpt, or the error naming the message
+
+
+def message_kind(m: Any, index: int) -> str | None:
+    """The format one message shows (one of :data:`FORMATS`), or ``None`` for a plain dict that
+    reads the same as OpenAI and Anthropic; a one-line error for a message of no format.
+
+    Example:
+        >>> message_kind({"role": "user", "content": "hi"}, 0) is None
+        True
+        >>> message_kind({"role": "user", "content": [{"type": "image", "source": {}}]}, 0)
+        'anthropic'
+    """
+    return _kind(m, index)
+
+
+def to_internal(m: Any, index: int, fmt: str) -> dict[str, Any]:
+    """One message of a ``fmt`` conversation in the internal form (a new dict), so a growing
+    history converts each message once (tool results are checked against their calls by the
+    caller, on the internal form).
+
+    Example:
+        >>> to_internal({"role": "user", "content": [{"type": "text", "text": "hi"}]}, 0,
+        ...             "anthropic")
+        {'role': 'user', 'content': 'hi'}
+    """
+    if fmt == "anthropic":
+        return _from_anthropic(m, index)
+    if fmt in ("langchain", "llamaindex"):
+        return frameworks.to_openai(m, index)
+    if not isinstance(m, Mapping):
+        raise InputError(f"message {index} is {type(m).__name__}, not an object")
+    return dict(m)
 
 
 def detect_format(messages: Sequence[Any], system: Any = None) -> str:

@@ -29,7 +29,8 @@ from typing import Any
 
 from ctxkit.errors import InputError
 
-__all__ = ["compact_parts", "framework_of", "openai_call", "shortened", "to_openai"]
+__all__ = ["compact_parts", "framework_of", "new_message", "openai_call", "shortened",
+           "to_openai"]
 
 _LANGCHAIN = "langchain_core.messages"
 _LLAMAINDEX = "llama_index.core.base.llms.types"
@@ -201,3 +202,24 @@ def shortened(m: Any, text: str) -> Any:
         return m.model_copy(update={"content": text})
     text_block = _loaded_class(_LLAMAINDEX, "TextBlock")
     return m.model_copy(update={"blocks": [text_block(text=text)]})
+
+
+_LANGCHAIN_CLASSES = {"user": "HumanMessage", "assistant": "AIMessage", "system": "SystemMessage"}
+
+
+def new_message(kind: str, role: str, text: str) -> Any:
+    """A new text message of framework ``kind`` (``"langchain"`` or ``"llamaindex"``, whose
+    package is loaded) with OpenAI ``role`` ``user``, ``assistant`` or ``system``: a block that
+    ctxkit adds to a window (recalled turns) in the window's own types.
+
+    Example:
+        >>> new_message("openai", "user", "hi")
+        Traceback (most recent call last):
+        ...
+        ValueError: new_message builds langchain or llamaindex messages, not openai
+    """
+    if kind == "langchain":
+        return _loaded_class(_LANGCHAIN, _LANGCHAIN_CLASSES[role])(content=text)
+    if kind == "llamaindex":
+        return _loaded_class(_LLAMAINDEX, "ChatMessage")(role=role, content=text)
+    raise ValueError(f"new_message builds langchain or llamaindex messages, not {kind}")

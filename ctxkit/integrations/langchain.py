@@ -1,0 +1,178 @@
+"""LangChain and LangGraph adapters: chat histories and retrieved documents under a budget.
+
+- :func:`compress_messages`: LangChain ``BaseMessage``\\ s in, the window
+  :func:`~ctxkit.compression.chat.compress_chat` keeps out, as the same objects (a shortened
+  message is a copy of its class); a tool call and its ``ToolMessage``\\ s stay together and the
+  window never starts with a ``ToolMessage``. The query is the last human message unless given.
+- :class:`CompressionHook`: the same as a LangGraph ``pre_model_hook``
+  (``create_react_agent(model, tools, pre_model_hook=CompressionHook(4096))``). LangGraph calls
+  it with the graph state before each model call; it returns ``{"llm_input_messages": window}``,
+  the documented key for messages sent to the model without changing the state, so the full
+  history stays in the checkpoint. It keeps one
+  :class:`~ctxkit.compression.memory.ChatMemory` per thread (``configurable.thread_id``), so a
+  step costs the new messages' features, and with ``prefix_cache=True`` consecutive windows
+  share their prefix (a provider's prompt cache serves it; ``cache_accounting`` says how much).
+- :class:`CtxkitDocumentCompressor`: a ``BaseDocumentCompressor`` for
+  ``ContextualCompressionRetriever``: the retrieved documents compressed together to a token
+  budget with the question (:func:`~ctxkit.integrations.passages.compress_passages`); each kept
+  document keeps its metadata and id and gains ``metadata["ctxkit"]``: its action (kept,
+  shortened), tokens before and after, and the input positions of the documents dropped whole.
+
+Example:
+    >>> from langchain_core.messages import AIMessage, HumanMessage
+    >>> chat = [HumanMessage("My locker code is 4417."), AIMessage("Noted."),
+    ...         HumanMessage("The weather is sunny with a light breeze today."),
+    ...         HumanMessage("What is my locker code?")]
+    >>> window = compress_messages(chat, 26, keep_last=1, scorer="idf")
+    >>> [m.content for m in window]
+    ['My locker code is 4417.', 'What is my locker code?']
+    >>> window[0] is chat[0]
+    True
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxkit import validate
+from ctxkit.compression.chat import compress_chat
+from ctxkit.compression.memory import ChatMemory
+from ctxkit.compression.options import CompressOptions
+from ctxkit.compression.prompt_cache import CacheAccountingResult
+from ctxkit.integrations import missing_extra
+from ctxkit.integrations.passages import compress_passages
+
+try:
+    from langchain_core.callbacks import Callbacks
+    from langchain_core.documents import Document
+    from langchain_core.documents.compressor import BaseDocumentCompressor
+    from langchain_core.messages import BaseMessage
+    from pydantic import ConfigDict
+except ImportError as exc:  # pragma: no cover - the extra is installed in CI
+    raise missing_extra("langchain", "langchain-core") from exc
+
+__all__ = ["CompressionHook", "CtxkitDocumentCompressor", "compress_messages"]
+
+_DEFAULTS = CompressOptions()
+
+
+def compress_messages(messages: Sequence[BaseMessage], budget: int, *,
+                      query: str | None = None, **options: Any) -> list[BaseMessage]:
+    """The messages of ``messages`` that :func:`~ctxkit.compression.chat.compress_chat` keeps
+    under ``budget`` tokens, as LangChain messages (see the module docstring). ``options``:
+    ``compress_chat``'s keywords (``keep_last``, ``scorer``, ``options``...); call
+    ``compress_chat`` itself for the ledger of what was dropped or shortened.
+
+    Example:
+        >>> from langchain_core.messages import SystemMessage, HumanMessage
+        >>> compress_messages([SystemMessage("Be brief."), HumanMessage("hi")], 100)[1].content
+        'hi'
+    """
+    return compress_chat(messages, budget, query=query, **options).messages
+
+
+class CompressionHook:
+    """A LangGraph ``pre_model_hook`` fitting the state's messages into ``budget`` tokens.
+
+    ``prefix_cache``: as for :class:`~ctxkit.compression.memory.ChatMemory` (``True`` or a
+    :class:`~ctxkit.compression.prefix_cache.PrefixCacheOptions`); ``options``: ChatMemory's
+    keywords. ``threads``: memories kept, least recently used dropped first. A history that is
+    not the previous one plus new messages (edited, or messages removed) starts its thread's
+    memory afresh.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> hook = CompressionHook(200, scorer="idf")
+        >>> update = hook({"messages": [HumanMessage("hi")]})
+        >>> [m.content for m in update["llm_input_messages"]]
+        ['hi']
+    """
+
+    def __init__(self, budget: int, *, prefix_cache: Any = False, threads: int = 64,
+                 **options: Any):
+        validate.positive_int(threads, "threads")
+        self.budget = budget
+        self._make = lambda: ChatMemory(budget, prefix_cache=prefix_cache, **options)
+        self._make()  # a bad option is an error now, not at the first model call
+        self._threads = threads
+        self._memories: OrderedDict[Any, ChatMemory] = OrderedDict()
+
+    def __call__(self, state: Any, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``{"llm_input_messages": window}`` for the graph ``state`` (a mapping or an object
+        with ``messages``); ``config`` is the run's config (its ``thread_id`` picks the
+        memory)."""
+        messages = state["messages"] if isinstance(state, Mapping) else state.messages
+        memory = self._sync(self._thread(config), list(messages))
+        return {"llm_input_messages": memory.compress().messages}
+
+    def memory(self, thread_id: Any = None) -> ChatMemory:
+        """The memory of a thread (``None``: runs without a ``thread_id``)."""
+        if thread_id not in self._memories:
+            raise KeyError(f"no messages seen for thread {thread_id!r}")
+        return self._memories[thread_id]
+
+    def cache_accounting(self, thread_id: Any = None) -> CacheAccountingResult:
+        """Prompt-cache accounting of the windows sent on a thread
+        (:meth:`~ctxkit.compression.memory.ChatMemory.cache_accounting`)."""
+        return self.memory(thread_id).cache_accounting()
+
+    @staticmethod
+    def _thread(config: Mapping[str, Any] | None) -> Any:
+        return ((config or {}).get("configurable") or {}).get("thread_id")
+
+    def _sync(self, thread: Any, messages: list[Any]) -> ChatMemory:
+        memory = self._memories.pop(thread, None)
+        if memory is not None:
+            seen = memory.history.originals
+            if len(messages) < len(seen) or any(
+                    a is not b and a != b for a, b in zip(seen, messages)):
+                memory = None
+        if memory is None:
+            memory = self._make()
+        memory.extend(messages[len(memory):])
+        self._memories[thread] = memory
+        while len(self._memories) > self._threads:
+            self._memories.popitem(last=False)
+        return memory
+
+
+class CtxkitDocumentCompressor(BaseDocumentCompressor):
+    """Compress retrieved documents to ``budget`` tokens with the query (see the module
+    docstring). ``scorer`` and ``tokenizer`` as for :func:`~ctxkit.compression.prune.compress`;
+    ``options`` (a :class:`~ctxkit.compression.options.CompressOptions`) sets the rest, the
+    two fields applied on top when they differ from their defaults.
+
+    Example:
+        >>> from langchain_core.documents import Document
+        >>> docs = [Document("Paris is the capital of France.", metadata={"src": "a"}),
+        ...         Document("Bananas are yellow fruit of the tropics.", metadata={"src": "b"})]
+        >>> out = CtxkitDocumentCompressor(budget=8, scorer="idf").compress_documents(
+        ...     docs, "capital of France")
+        >>> [(d.page_content, d.metadata["src"], d.metadata["ctxkit"]["passages_dropped"])
+        ...  for d in out]
+        [('Paris is the capital of France.', 'a', [1])]
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    budget: int
+    scorer: Any = _DEFAULTS.scorer
+    tokenizer: Any = _DEFAULTS.tokenizer
+    options: Any = None
+
+    def compress_documents(self, documents: Sequence[Document], query: str,
+                           callbacks: Callbacks | None = None) -> list[Document]:
+        """The documents that fit, in their order, shortened where needed."""
+        opts = CompressOptions.resolve(self.options, scorer=self.scorer,
+                                       tokenizer=self.tokenizer)
+        docs = list(documents)
+        res = compress_passages([d.page_content for d in docs], self.budget, query=query,
+                                options=opts)
+        dropped = res.dropped
+        out = []
+        for i, text in zip(res.kept, res.texts):
+            meta = {**docs[i].metadata, "ctxkit": res.passages[i].to_metadata(dropped)}
+            out.append(docs[i].model_copy(update={"page_content": text, "metadata": meta}))
+        return out
