@@ -1,6 +1,6 @@
 """Training-step benchmark: effective tokens per second of padded, grouped and packed batches.
 
-    python -m evals.training [--quick] [--out DIR] [--device cpu|cuda]
+    python -m evals.training [--quick] [--out DIR] [--device cpu|cuda] [--threads N]
 
 A small Llama-shaped model (random weights, ``torch.manual_seed(0)``; see :data:`MODEL`) runs
 forward, backward (loss over completion tokens) and an AdamW step on a fixed sample of each
@@ -21,7 +21,11 @@ step (:data:`BUDGET`):
 Per dataset and method: effective tokens per second (real tokens of the timed steps over their
 wall time; the first :data:`WARMUP` steps of each pass are not timed; median over
 :data:`PASSES` passes, the methods interleaved so load on a shared machine hits all of them
-alike; ``spread`` is (max - min) / median of the passes), peak memory (CPU: the
+alike; ``spread`` is (max - min) / median of the passes, ``paired_speedup`` the median over
+passes of the ratio to ``padded`` in the same pass; ``--threads``, default
+:data:`THREADS`, torch's CPU threads: one, because on a shared machine two OpenMP threads
+stall at every barrier while another process holds a core, which swamps the differences
+measured), peak memory (CPU: the
 process's peak resident set above its level before the pass, via ``/proc/self/clear_refs``;
 CUDA: ``torch.cuda.max_memory_allocated`` above the allocation before the pass), and the
 speed-up over ``padded``. Correctness: every example's mean loss, from the logits of a forward
@@ -76,6 +80,7 @@ QUICK_MODEL = {"hidden": 64, "intermediate": 172, "layers": 2, "heads": 1, "kv_h
 BUDGET, MAX_LEN, EXAMPLES, PASSES, WARMUP = 1024, 512, 48, 5, 1
 QUICK = {"budget": 256, "max_len": 128, "examples": 16, "passes": 1, "warmup": 1}
 TOLERANCE, CUDA_TOLERANCE = 1e-5, 5e-2
+THREADS = 1
 RESPONSE = "### Response:\n"
 
 
@@ -387,13 +392,19 @@ def run_dataset(name: str, examples: list, cfg: dict, device: str) -> list[dict]
     base = rows[0]["tokens_per_second"]
     for r in rows:
         r["speedup"] = r["tokens_per_second"] / base if base and r["tokens_per_second"] else None
+        paired = [a / b for a, b in zip(r["passes_tokens_per_second"],
+                                        rows[0]["passes_tokens_per_second"])]
+        r["paired_speedup"] = statistics.median(paired) if paired else None
     return rows
 
 
-def _threads() -> int:
+def _set_threads(n: int) -> int:
+    """Set torch's CPU threads to ``n``; returns the previous count."""
     import torch
 
-    return torch.get_num_threads()
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    return previous
 
 
 def _varlen_attention() -> str:
@@ -420,7 +431,9 @@ def markdown(res: dict) -> str:
               f"{r['real_tokens'] / r['batch_tokens']:.0%}",
               f"{r['tokens_per_second']:,.0f}" if r["tokens_per_second"] else "n/a",
               f"{r['spread']:.0%}" if r.get("spread") is not None else "n/a",
-              f"{r['speedup']:.2f}x" if r["speedup"] else "n/a", f"{r['peak_mib']:.0f}",
+              f"{r['speedup']:.2f}x" if r["speedup"] else "n/a",
+              f"{r['paired_speedup']:.2f}x" if r.get("paired_speedup") else "n/a",
+              f"{r['peak_mib']:.0f}",
               f"{r['max_loss_diff']:.1e}"] for r in res["rows"]]
     m, c = res["model"], res["config"]
     bar = ", ".join(f"{k}: {v:.2f}x" for k, v in res["pack_speedup"].items())
@@ -429,15 +442,18 @@ def markdown(res: dict) -> str:
         f"A Llama with random weights (hidden {m['hidden']}, intermediate {m['intermediate']}, "
         f"{m['layers']} layers, {m['heads']} heads of 64 dims, {m['kv_heads']} KV head(s), "
         f"vocab {m['vocab']:,}, cl100k_base ids modulo the vocab) on {res['device']} "
-        f"({res.get('threads', '?')} torch threads): forward, backward and AdamW on "
+        f"(torch threads: {res.get('threads', '?')}): forward, backward and AdamW on "
         f"{c['examples']} examples per dataset (cut to {c['max_len']} tokens), "
         f"{c['budget']:,} tokens per step, median of {c['passes']} passes (methods interleaved) "
         f"after {c['warmup']} warm-up step(s) each. `fill`: real tokens / batch tokens. "
-        "`spread`: (max - min) / median of the passes' tokens/s. `loss diff`: max over examples "
+        "`spread`: (max - min) / median of the passes' tokens/s. `vs padded`: median tokens/s "
+        "over padded's; `paired`: median over passes of the ratio to padded in the same pass "
+        "(the methods of a pass share the machine's load). `loss diff`: max over examples "
         "of |mean loss in the method's batches - mean loss alone| "
         f"({res['check_dtype']}, tolerance {res['tolerance']:g}).\n\n"
         + common.md_table(["dataset", "method", "attention", "steps", "real tokens", "fill",
-                           "tokens/s", "spread", "vs padded", "peak MiB", "loss diff"], table)
+                           "tokens/s", "spread", "vs padded", "paired", "peak MiB",
+                           "loss diff"], table)
         + f"\nctxkit.pack over padded: {bar}; losses within tolerance: "
         + f"{'yes' if res['losses_equal'] else 'no'}.\n"
         + ("\nThe padding-free methods attend within each segment (`ctxkit_segments`, "
@@ -487,7 +503,18 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quick", action="store_true", help="seconds: tiny model, few examples")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--out", default="evals/results", help="output directory")
+    parser.add_argument("--threads", type=int, default=THREADS, help="torch CPU threads")
     args = parser.parse_args(argv)
+    if args.threads < 1:
+        parser.error(f"--threads must be >= 1, got {args.threads}")
+    previous = _set_threads(args.threads)
+    try:
+        return _run(args)
+    finally:
+        _set_threads(previous)
+
+
+def _run(args: argparse.Namespace) -> dict:
     start = time.perf_counter()
     cfg = dict(QUICK) if args.quick else {"budget": BUDGET, "max_len": MAX_LEN,
                                           "examples": EXAMPLES, "passes": PASSES,
@@ -499,9 +526,10 @@ def main(argv: list[str] | None = None) -> dict:
     tolerance = CUDA_TOLERANCE if cuda else TOLERANCE
     res = {
         "command": "python -m evals.training" + (" --quick" if args.quick else "")
-        + (" --device cuda" if cuda else ""),
+        + (" --device cuda" if cuda else "")
+        + (f" --threads {args.threads}" if args.threads != THREADS else ""),
         "quick": args.quick, "device": args.device, "model": cfg["model"],
-        "threads": _threads(),
+        "threads": args.threads,
         "config": {k: v for k, v in cfg.items() if k != "model"},
         "check_dtype": "bfloat16" if cuda else "float64", "tolerance": tolerance,
         "rows": rows,

@@ -43,13 +43,15 @@ def _reference(model, examples):
 
 def test_quick_run_writes_every_method(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXKIT_DATA", str(tmp_path / "absent"))  # generated lengths
-    res = training.main(["--quick", "--out", str(tmp_path)])
+    threads = torch.get_num_threads()
+    res = training.main(["--quick", "--out", str(tmp_path), "--threads", str(threads + 1)])
+    assert torch.get_num_threads() == threads  # the caller's setting comes back
     for name in ("training.json", "training.md", "training.png"):
         assert (tmp_path / name).stat().st_size > 0
     saved = json.loads((tmp_path / "training.json").read_text())
     assert {(r["dataset"], r["method"]) for r in saved["rows"]} == {
         ("synthetic", m) for m in training.METHODS}
-    assert saved["losses_equal"] is True
+    assert saved["losses_equal"] is True and saved["threads"] == threads + 1
     for r in res["rows"]:
         assert r["max_loss_diff"] <= training.TOLERANCE
         assert r["real_tokens"] == res["rows"][0]["real_tokens"]  # the same examples
