@@ -1,6 +1,6 @@
 """Training-step benchmark: effective tokens per second of padded, grouped and packed batches.
 
-    python -m evals.training [--quick] [--out DIR] [--device cpu|cuda]
+    python -m evals.training [--quick] [--out DIR] [--device cpu|cuda] [--threads N]
 
 A small Llama-shaped model (random weights, ``torch.manual_seed(0)``; see :data:`MODEL`) runs
 forward, backward (loss over completion tokens) and an AdamW step on a fixed sample of each
@@ -19,20 +19,31 @@ step (:data:`BUDGET`):
 - ``ctxkit.pack``: ``ctxkit.pack(capacity=BUDGET, layout="flat", seed=0)``, one window a step.
 
 Per dataset and method: effective tokens per second (real tokens of the timed steps over their
-wall time; the first :data:`WARMUP` steps of each pass are not timed; median over passes, the
-methods interleaved so load on a shared machine hits all of them alike), peak memory (CPU: the
+wall time; the first :data:`WARMUP` steps of each pass are not timed; median over
+:data:`PASSES` passes, the methods interleaved so load on a shared machine hits all of them
+alike; ``spread`` is (max - min) / median of the passes, ``paired_speedup`` the median over
+passes of the ratio to ``padded`` in the same pass; ``--threads``, default
+:data:`THREADS`, torch's CPU threads: one, because on a shared machine two OpenMP threads
+stall at every barrier while another process holds a core, which swamps the differences
+measured), peak memory (CPU: the
 process's peak resident set above its level before the pass, via ``/proc/self/clear_refs``;
 CUDA: ``torch.cuda.max_memory_allocated`` above the allocation before the pass), and the
 speed-up over ``padded``. Correctness: every example's mean loss, from the logits of a forward
 pass over each method's batches without an optimizer step, equals its loss computed alone
 (float64 on CPU, tolerance :data:`TOLERANCE`); the max difference is reported per method.
 
-On CPU attention is SDPA (transformers turns restarting ``position_ids`` into a block-causal
-mask). ``--device cuda`` trains in bfloat16 with varlen attention for the padding-free methods:
-flash-attn's ``flash_attention_2`` when it imports, else torch's ``varlen_attn`` through
-:func:`ctxkit.training.varlen.register_varlen_attention`; its loss check runs in bfloat16 with
-the same attention (tolerance :data:`CUDA_TOLERANCE`). ``--quick`` is a seconds-long smoke run
-on a tiny model and a few examples (generated ones when ``../shared/data`` is absent).
+Attention, each method's fastest correct one: the padded methods run transformers' ``sdpa``
+(the 2-D padding mask becomes a 4-D mask). On CPU the padding-free methods run
+:mod:`ctxkit.training.segment_attention` (``ctxkit_segments``: causal SDPA per segment, found
+from the restarting ``position_ids``), so their attention costs ``sum(len_i**2)`` rather than a
+block-causal mask over the whole step (``window**2``) as transformers' ``sdpa`` would run them;
+this is what a TRL padding-free user gets on a GPU from flash-attn's varlen kernel, so the
+flattening collator gets it too. ``--device cuda`` trains in bfloat16 with varlen attention
+for the padding-free methods: flash-attn's ``flash_attention_2`` when it imports, else torch's
+``varlen_attn`` through :func:`ctxkit.training.varlen.register_varlen_attention`; its loss
+check runs in bfloat16 with the same attention (tolerance :data:`CUDA_TOLERANCE`). ``--quick``
+is a seconds-long smoke run on a tiny model and a few examples (generated ones when
+``../shared/data`` is absent).
 
 Writes ``training.json``, ``training.md`` and ``training.png`` to ``--out`` (evals/results).
 """
@@ -54,6 +65,7 @@ import numpy as np
 
 from ctxkit.packing.batching import length_grouped_batches
 from ctxkit.packing.collate import IGNORE_INDEX, pack
+from ctxkit.training.segment_attention import register_segment_attention
 from evals import _common as common
 
 METHODS = ("padded", "length-grouped", "flattening", "ctxkit.pack")
@@ -65,9 +77,10 @@ MODEL = {"hidden": 128, "intermediate": 344, "layers": 4, "heads": 2, "kv_heads"
          "vocab": 8192}
 QUICK_MODEL = {"hidden": 64, "intermediate": 172, "layers": 2, "heads": 1, "kv_heads": 1,
                "vocab": 1024}
-BUDGET, MAX_LEN, EXAMPLES, PASSES, WARMUP = 1024, 512, 48, 3, 1
+BUDGET, MAX_LEN, EXAMPLES, PASSES, WARMUP = 1024, 512, 48, 5, 1
 QUICK = {"budget": 256, "max_len": 128, "examples": 16, "passes": 1, "warmup": 1}
 TOLERANCE, CUDA_TOLERANCE = 1e-5, 5e-2
+THREADS = 1
 RESPONSE = "### Response:\n"
 
 
@@ -333,7 +346,7 @@ def run_dataset(name: str, examples: list, cfg: dict, device: str) -> list[dict]
     import torch
 
     cuda = device == "cuda"
-    fast = _varlen_attention() if cuda else "sdpa"
+    fast = _varlen_attention() if cuda else register_segment_attention()
     steps = {m: build_steps(m, examples, cfg["budget"], varlen=cuda and m in METHODS[2:])
              for m in METHODS}
     attn = {m: fast if m in METHODS[2:] else "sdpa" for m in METHODS}
@@ -365,12 +378,13 @@ def run_dataset(name: str, examples: list, cfg: dict, device: str) -> list[dict]
     for m in METHODS:
         rates = [p["tokens"] / p["seconds"] for p in passes[m] if p["seconds"] > 0]
         padded_tokens = sum(int(s.owner.size) for s in steps[m])
+        median = statistics.median(rates) if rates else None
         rows.append({
             "dataset": name, "method": m, "attention": attn[m], "examples": len(examples),
             "steps": len(steps[m]), "real_tokens": sum(s.real for s in steps[m]),
             "batch_tokens": padded_tokens,
-            "tokens_per_second": statistics.median(rates) if rates else None,
-            "passes_tokens_per_second": rates,
+            "tokens_per_second": median, "passes_tokens_per_second": rates,
+            "spread": (max(rates) - min(rates)) / median if median else None,
             "peak_mib": max(p["peak_bytes"] for p in passes[m]) / 2**20,
             "final_loss": passes[m][-1]["final_loss"],
             "max_loss_diff": checked[m],
@@ -378,7 +392,19 @@ def run_dataset(name: str, examples: list, cfg: dict, device: str) -> list[dict]
     base = rows[0]["tokens_per_second"]
     for r in rows:
         r["speedup"] = r["tokens_per_second"] / base if base and r["tokens_per_second"] else None
+        paired = [a / b for a, b in zip(r["passes_tokens_per_second"],
+                                        rows[0]["passes_tokens_per_second"])]
+        r["paired_speedup"] = statistics.median(paired) if paired else None
     return rows
+
+
+def _set_threads(n: int) -> int:
+    """Set torch's CPU threads to ``n``; returns the previous count."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    return previous
 
 
 def _varlen_attention() -> str:
@@ -394,11 +420,20 @@ def _varlen_attention() -> str:
 # --------------------------------------------------------------------------- report
 
 
+def _fill_bound(rows: list[dict]) -> str:
+    """Per dataset, the speed-up that fill alone allows: padded batch tokens / real tokens."""
+    return ", ".join(f"{r['dataset']}: {r['batch_tokens'] / r['real_tokens']:.2f}x"
+                     for r in rows if r["method"] == "padded")
+
+
 def markdown(res: dict) -> str:
-    table = [[r["dataset"], r["method"], r["steps"], f"{r['real_tokens']:,}",
+    table = [[r["dataset"], r["method"], r["attention"], r["steps"], f"{r['real_tokens']:,}",
               f"{r['real_tokens'] / r['batch_tokens']:.0%}",
               f"{r['tokens_per_second']:,.0f}" if r["tokens_per_second"] else "n/a",
-              f"{r['speedup']:.2f}x" if r["speedup"] else "n/a", f"{r['peak_mib']:.0f}",
+              f"{r['spread']:.0%}" if r.get("spread") is not None else "n/a",
+              f"{r['speedup']:.2f}x" if r["speedup"] else "n/a",
+              f"{r['paired_speedup']:.2f}x" if r.get("paired_speedup") else "n/a",
+              f"{r['peak_mib']:.0f}",
               f"{r['max_loss_diff']:.1e}"] for r in res["rows"]]
     m, c = res["model"], res["config"]
     bar = ", ".join(f"{k}: {v:.2f}x" for k, v in res["pack_speedup"].items())
@@ -406,22 +441,31 @@ def markdown(res: dict) -> str:
         "# Training-step benchmark\n\n"
         f"A Llama with random weights (hidden {m['hidden']}, intermediate {m['intermediate']}, "
         f"{m['layers']} layers, {m['heads']} heads of 64 dims, {m['kv_heads']} KV head(s), "
-        f"vocab {m['vocab']:,}, cl100k_base ids modulo the vocab) on {res['device']}: forward, "
-        f"backward and AdamW on {c['examples']} examples per dataset (cut to {c['max_len']} "
-        f"tokens), {c['budget']:,} tokens per step, median of {c['passes']} passes after "
-        f"{c['warmup']} warm-up steps each. `fill`: real tokens / batch tokens. `loss diff`: "
-        "max over examples of |mean loss in the method's batches - mean loss alone| "
+        f"vocab {m['vocab']:,}, cl100k_base ids modulo the vocab) on {res['device']} "
+        f"(torch threads: {res.get('threads', '?')}): forward, backward and AdamW on "
+        f"{c['examples']} examples per dataset (cut to {c['max_len']} tokens), "
+        f"{c['budget']:,} tokens per step, median of {c['passes']} passes (methods interleaved) "
+        f"after {c['warmup']} warm-up step(s) each. `fill`: real tokens / batch tokens. "
+        "`spread`: (max - min) / median of the passes' tokens/s. `vs padded`: median tokens/s "
+        "over padded's; `paired`: median over passes of the ratio to padded in the same pass "
+        "(the methods of a pass share the machine's load). `loss diff`: max over examples "
+        "of |mean loss in the method's batches - mean loss alone| "
         f"({res['check_dtype']}, tolerance {res['tolerance']:g}).\n\n"
-        + common.md_table(["dataset", "method", "steps", "real tokens", "fill", "tokens/s",
-                           "vs padded", "peak MiB", "loss diff"], table)
+        + common.md_table(["dataset", "method", "attention", "steps", "real tokens", "fill",
+                           "tokens/s", "spread", "vs padded", "paired", "peak MiB",
+                           "loss diff"], table)
         + f"\nctxkit.pack over padded: {bar}; losses within tolerance: "
         + f"{'yes' if res['losses_equal'] else 'no'}.\n"
-        + ("\nOn CPU transformers runs the padding-free batches (`flattening`, `ctxkit.pack`) "
-           "through SDPA with a block-causal mask over the whole step (tokens x tokens), so "
-           "their attention grows with the step's token budget, while a padded row attends "
-           "only over its own length (likely where their higher fill goes; not timed apart "
-           "here). Timings on a shared "
-           "machine are noisy; `passes_tokens_per_second` in the JSON has every pass.\n"
+        + ("\nThe padding-free methods attend within each segment (`ctxkit_segments`, "
+           "`ctxkit.training.segment_attention`: causal SDPA per segment), as flash-attn's "
+           "varlen kernel does on a GPU; transformers' `sdpa` would run them with a "
+           "block-causal mask over the whole step, whose cost grows with the step's token "
+           "budget squared. Everything else in a step (projections, MLP, lm_head and loss, "
+           "which here run on every position, padding included) costs the same per batch "
+           "token, so the speed-up over padded is bounded by padded batch tokens / real "
+           f"tokens ({_fill_bound(res['rows'])}) plus what padded rows spend on masked "
+           "attention and on their extra optimizer steps. Timings on a shared machine are "
+           "noisy; `passes_tokens_per_second` in the JSON has every pass.\n"
            if res["device"] == "cpu" else "")
         + f"\nCommand: `{res['command']}`.\n"
     )
@@ -459,7 +503,18 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quick", action="store_true", help="seconds: tiny model, few examples")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--out", default="evals/results", help="output directory")
+    parser.add_argument("--threads", type=int, default=THREADS, help="torch CPU threads")
     args = parser.parse_args(argv)
+    if args.threads < 1:
+        parser.error(f"--threads must be >= 1, got {args.threads}")
+    previous = _set_threads(args.threads)
+    try:
+        return _run(args)
+    finally:
+        _set_threads(previous)
+
+
+def _run(args: argparse.Namespace) -> dict:
     start = time.perf_counter()
     cfg = dict(QUICK) if args.quick else {"budget": BUDGET, "max_len": MAX_LEN,
                                           "examples": EXAMPLES, "passes": PASSES,
@@ -471,8 +526,10 @@ def main(argv: list[str] | None = None) -> dict:
     tolerance = CUDA_TOLERANCE if cuda else TOLERANCE
     res = {
         "command": "python -m evals.training" + (" --quick" if args.quick else "")
-        + (" --device cuda" if cuda else ""),
+        + (" --device cuda" if cuda else "")
+        + (f" --threads {args.threads}" if args.threads != THREADS else ""),
         "quick": args.quick, "device": args.device, "model": cfg["model"],
+        "threads": args.threads,
         "config": {k: v for k, v in cfg.items() if k != "model"},
         "check_dtype": "bfloat16" if cuda else "float64", "tolerance": tolerance,
         "rows": rows,

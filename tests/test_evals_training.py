@@ -28,6 +28,14 @@ def model():
     return training.make_model(training.QUICK_MODEL, 128, "sdpa", torch.float64, "cpu")
 
 
+@pytest.fixture(scope="module")
+def segment_model():
+    from ctxkit.training.segment_attention import register_segment_attention
+
+    return training.make_model(training.QUICK_MODEL, 128, register_segment_attention(),
+                               torch.float64, "cpu")
+
+
 def _reference(model, examples):
     alone = [training._padded_step(examples, [i], torch) for i in range(len(examples))]
     return training.example_losses(model, alone, len(examples), "cpu")
@@ -35,13 +43,15 @@ def _reference(model, examples):
 
 def test_quick_run_writes_every_method(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXKIT_DATA", str(tmp_path / "absent"))  # generated lengths
-    res = training.main(["--quick", "--out", str(tmp_path)])
+    threads = torch.get_num_threads()
+    res = training.main(["--quick", "--out", str(tmp_path), "--threads", str(threads + 1)])
+    assert torch.get_num_threads() == threads  # the caller's setting comes back
     for name in ("training.json", "training.md", "training.png"):
         assert (tmp_path / name).stat().st_size > 0
     saved = json.loads((tmp_path / "training.json").read_text())
     assert {(r["dataset"], r["method"]) for r in saved["rows"]} == {
         ("synthetic", m) for m in training.METHODS}
-    assert saved["losses_equal"] is True
+    assert saved["losses_equal"] is True and saved["threads"] == threads + 1
     for r in res["rows"]:
         assert r["max_loss_diff"] <= training.TOLERANCE
         assert r["real_tokens"] == res["rows"][0]["real_tokens"]  # the same examples
@@ -64,6 +74,14 @@ def test_per_example_losses_equal_alone(model, examples, method):
     got = training.example_losses(model, training.build_steps(method, examples, 128),
                                   len(examples), "cpu")
     assert np.abs(got - ref).max() <= training.TOLERANCE
+
+
+@pytest.mark.parametrize("method", ["flattening", "ctxkit.pack"])
+def test_per_segment_attention_losses_equal_alone(model, segment_model, examples, method):
+    """The attention the benchmark gives the padding-free methods on CPU keeps examples apart."""
+    got = training.example_losses(segment_model, training.build_steps(method, examples, 128),
+                                  len(examples), "cpu")
+    assert np.abs(got - _reference(model, examples)).max() <= training.TOLERANCE
 
 
 def test_loss_check_catches_contamination(model, examples):

@@ -6,8 +6,8 @@ flash-attn package. :func:`register_varlen_attention` registers it with transfor
 name :data:`VARLEN_ATTENTION`, so a model loaded with
 ``attn_implementation="ctxkit_varlen"`` (or ``model.set_attn_implementation(...)``) attends
 within the packed segments of a flat batch: from the batch's ``cu_seq_lens_q`` when given, else
-from where ``position_ids`` restart. The kernel needs CUDA; on a CPU use sdpa or eager with a
-flat batch (transformers finds the segments from ``position_ids``) or a 4-D block mask.
+from where ``position_ids`` restart. The kernel needs CUDA; on a CPU,
+:mod:`ctxkit.training.segment_attention` attends per segment with torch's SDPA.
 
 Example:
     >>> import torch
