@@ -81,11 +81,12 @@ def first_stage(units: Sequence[str], query: str, *, lexical_weight: float = 0.4
     :func:`word_piece_vectors`).
 
     Example:
-        >>> def bag(texts):  # a stand-in for the model's word pieces
-        ...     return np.array([[t.count("tide"), t.count("moon"), 1.0] for t in texts])
-        >>> first_stage(["the tide", "a moon", "bread"], "tide and moon",
+        >>> def bag(texts):  # a stand-in for the word pieces: "sea" lies near "tide"
+        ...     return unit_rows(np.array([[("tide" in t) + ("sea" in t), "bread" in t, 0.5]
+        ...                                for t in texts]))
+        >>> first_stage(["high tide", "the sea rose", "bread"], "when is high tide?",
         ...             vectors=bag).round(2).tolist()
-        [1.0, 0.56, 0.0]
+        [1.0, 0.71, 0.0]
     """
     units = list(units)
     if not units:
