@@ -39,6 +39,7 @@ __all__ = ["CANDIDATE_FLOOR", "CANDIDATE_ROOMS", "first_stage", "pick_candidates
            "word_piece_vectors"]
 
 CANDIDATE_ROOMS = 1.0  # candidates' tokens fill the caller's free room this many times
+CANDIDATE_NEIGHBORS = False
 CANDIDATE_FLOOR = 64  # units the encoder always scores: histories this short are not cascaded
 
 
