@@ -14,10 +14,15 @@ rest shortened), so the encoder only has to rank the turns that stand a chance:
    caller's free room times :data:`CANDIDATE_ROOMS`), and at least :data:`CANDIDATE_FLOOR`
    units, so a short history is never cascaded and the full ranking is the uncascaded one.
 
-On the dev LoCoMo questions (``python -m evals.chat_latency``, which also reruns the retention
-sweep), candidates filling the room once keep the same share of evidence as embedding every turn
-at 1/2, 1/4 and 1/8 of the tokens, while BM25 alone as the first stage loses 4 to 9 points at
-the same candidate count: the word-piece vectors are what make the narrow shortlist safe.
+Why one room and not several: at 1/4 of the tokens the selection keeps about 44% of them (whole
+and shortened turns), so candidates filling the room several times over would be the whole
+history and save nothing. The first stage alone is nearly as good a ranker as the full fusion,
+so a shortlist of one room loses about one question in 120 at each budget on the dev LoCoMo
+questions (``python -m evals.chat_latency`` runs both paths and reports retention and
+latency); candidates of 1.5 or 2 rooms, or with their neighbouring turns added, did no better
+on those questions. BM25 alone as the first stage lost 4 to 9 points at the same candidate
+count (an offline replay with cached embeddings): the word-piece vectors are what make the
+narrow shortlist safe.
 
 Example:
     >>> import numpy as np
@@ -39,7 +44,6 @@ __all__ = ["CANDIDATE_FLOOR", "CANDIDATE_ROOMS", "first_stage", "pick_candidates
            "word_piece_vectors"]
 
 CANDIDATE_ROOMS = 1.0  # candidates' tokens fill the caller's free room this many times
-CANDIDATE_NEIGHBORS = False
 CANDIDATE_FLOOR = 64  # units the encoder always scores: histories this short are not cascaded
 
 

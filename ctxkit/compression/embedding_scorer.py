@@ -121,12 +121,6 @@ class EmbeddingScorer(IdfScorer):
         first = cascade.first_stage(units, query, lexical_weight=self.lexical_weight)
         top = cascade.pick_candidates(spread_to_neighbors(first, neighbors), tokens,
                                       int(cascade.CANDIDATE_ROOMS * room))
-        if neighbors > 0 and cascade.CANDIDATE_NEIGHBORS:
-            mask = np.zeros(len(units), dtype=bool)
-            mask[top] = True
-            mask[1:] |= mask[:-1].copy()
-            mask[:-1] |= mask[1:].copy()
-            top = np.flatnonzero(mask)
         if len(top) >= len(units):
             return self._fused(units, query)
         return self._above(units, query, top, 0.5 * first)
