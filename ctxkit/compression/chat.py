@@ -323,10 +323,10 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
         query = next((texts[i] for i in range(n - 1, -1, -1) if roles[i] in _USER), None)
     cands = [g for g, members in enumerate(groups)
              if keep[members].all() and not protected[members].any()]
+    room = budget - floor - (0 if protected.any() else priming)  # priming once, if any kept
     scores = _scores(features, [" ".join(texts[i] for i in groups[g]) for g in cands],
                      np.array([cost[groups[g]].sum() for g in cands], dtype=np.int64),
-                     query, opts)
-    room = budget - floor - (0 if protected.any() else priming)  # priming once, if any kept
+                     query, opts, room)
     order = np.argsort(-scores, kind="stable")
     # coarse: the most relevant turns whole, in whole_share of the room
     whole_room = int(room * opts.whole_share) if opts.shorten else room
@@ -395,16 +395,18 @@ def _shortened(i: int, text: str, tokens: int, framing: int, score: float, reaso
 
 
 def _scores(features: ChatFeatures, units: list[str], tokens: np.ndarray, query: str | None,
-            opts: ChatOptions) -> np.ndarray:
+            opts: ChatOptions, room: int | None = None) -> np.ndarray:
     """Utility of each candidate turn: relevance to ``query`` mixed with information per token,
-    as ``compress`` scores units, then spread to neighbouring turns."""
+    as ``compress`` scores units, then spread to neighbouring turns. ``room``: the tokens the
+    selection can keep, which lets a model-backed scorer embed only the turns that stand a
+    chance (:mod:`ctxkit.compression.cascade`)."""
     if not units:
         return np.zeros(0)
     info = features.information(units) / np.maximum(tokens, 1)
     info = info / info.max() if info.max() > 0 else info
     if not query:
         return info
-    rel = features.relevance(units, query)
+    rel = features.relevance(units, query, tokens=tokens, room=room, neighbors=opts.neighbors)
     rel = rel / rel.max() if rel.max() > 0 else rel
     scores = (1.0 - opts.query_weight) * info + opts.query_weight * rel
     # a fact's question or reply sits beside it: turns borrow from their better neighbour

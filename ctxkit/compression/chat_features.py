@@ -108,8 +108,17 @@ class ChatFeatures:
                                          self.scorer.information(todo))))
         return np.array([self._info[t] for t in texts], dtype=np.float64)
 
-    def relevance(self, texts: Sequence[str], query: str) -> np.ndarray:
-        """The scorer's relevance of each text to ``query`` (its own caches do the reuse)."""
+    def relevance(self, texts: Sequence[str], query: str, *, tokens: Sequence[int] | None = None,
+                  room: int | None = None, neighbors: float = 0.0) -> np.ndarray:
+        """The scorer's relevance of each text to ``query`` (its own caches do the reuse).
+
+        With ``room`` (tokens the caller can keep of ``texts``, ``tokens`` each), a scorer
+        that has a cheap first stage (``relevance_within``) runs its model on the candidates
+        only (:mod:`ctxkit.compression.cascade`)."""
+        within = getattr(self.scorer, "relevance_within", None)
+        if room is not None and tokens is not None and within is not None:
+            return np.asarray(within(list(texts), query, tokens, room, neighbors),
+                              dtype=np.float64)
         return np.asarray(self.scorer.relevance(list(texts), query), dtype=np.float64)
 
     # -- near duplicates ----------------------------------------------------------------------

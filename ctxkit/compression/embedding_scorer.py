@@ -5,8 +5,11 @@ has more than :data:`CASCADE_FLOOR` units only the BM25 best ``max(CASCADE_FLOOR
 CASCADE_SHARE)`` are embedded and fused; the others rank below all of them. The floor keeps
 every dev case of ``python -m evals.public_compression`` (20 NQ passages, LoCoMo chats of at
 most ~700 turns, 75 key-value lines) under it, so their rankings are the uncascaded ones; the
-cascade bounds the encoder's work on long inputs (100k tokens and more). Vectors are cached by
-text across calls in the process (:mod:`ctxkit.compression.embedding_cache`).
+cascade bounds the encoder's work on long inputs (100k tokens and more). A caller that knows
+how many tokens it can keep (``compress_chat``) asks :meth:`EmbeddingScorer.relevance_within`
+instead: the candidates are then the best of a cheaper and better first stage
+(:mod:`ctxkit.compression.cascade`) filling that room. Vectors are cached by text across calls
+in the process (:mod:`ctxkit.compression.embedding_cache`).
 
 Example:
     >>> EmbeddingScorer().name
@@ -19,9 +22,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ctxkit.compression import cascade
 from ctxkit.compression.embedding_cache import SHARED_CACHE, EmbeddingCache
 from ctxkit.compression.idf import IdfScorer
-from ctxkit.compression.relevance import bm25, embed, hybrid_relevance
+from ctxkit.compression.relevance import bm25, embed, hybrid_relevance, spread_to_neighbors
 from ctxkit.options import bad_option
 
 __all__ = ["CASCADE_FLOOR", "CASCADE_SHARE", "EmbeddingScorer"]
@@ -70,25 +74,56 @@ class EmbeddingScorer(IdfScorer):
             return n if self.candidates == 0 else min(n, self.candidates)
         return n if n <= CASCADE_FLOOR else max(CASCADE_FLOOR, n // CASCADE_SHARE)
 
+    def _fused(self, units: list[str], query: str) -> np.ndarray:
+        vecs = self._embed(units + [query])
+        return hybrid_relevance(units, query, embeddings=vecs[:-1], query_embedding=vecs[-1],
+                                lexical_weight=self.lexical_weight).scores
+
+    def _above(self, units: list[str], query: str, top: np.ndarray,
+               below: np.ndarray) -> np.ndarray:
+        """Fused relevance of ``units[top]`` in [0.5, 1]; the others keep ``below``
+        (in [0, 0.5]), so every embedded unit ranks above every other."""
+        out = np.asarray(below, dtype=np.float64).copy()
+        out[top] = 0.5 + 0.5 * self._fused([units[i] for i in top], query)
+        return out
+
     def relevance(self, units: Sequence[str], query: str) -> np.ndarray:
         if not units:
             return np.zeros(0)
         units = list(units)
         k = self._shortlist(len(units))
         if k >= len(units):
-            vecs = self._embed(units + [query])
-            return hybrid_relevance(units, query, embeddings=vecs[:-1],
-                                    query_embedding=vecs[-1],
-                                    lexical_weight=self.lexical_weight).scores
+            return self._fused(units, query)
         # cascade: BM25 picks the k units the encoder sees; the rest rank below all of them
         top = np.sort(np.argsort(-bm25(units, query), kind="stable")[:k])
-        picked = [units[i] for i in top]
-        vecs = self._embed(picked + [query])
-        fused = hybrid_relevance(picked, query, embeddings=vecs[:-1], query_embedding=vecs[-1],
-                                 lexical_weight=self.lexical_weight).scores
-        out = np.zeros(len(units))
-        out[top] = 0.5 + 0.5 * fused
-        return out
+        return self._above(units, query, top, np.zeros(len(units)))
+
+    def relevance_within(self, units: Sequence[str], query: str, tokens: Sequence[int],
+                         room: int, neighbors: float = 0.0) -> np.ndarray:
+        """:meth:`relevance` for a caller that keeps at most ``room`` tokens of ``units``
+        (``tokens`` each): the encoder scores only the first stage's best units filling
+        ``cascade.CANDIDATE_ROOMS * room`` (at least ``cascade.CANDIDATE_FLOOR``), picked
+        with ``neighbors`` spreading as the caller ranks; the others rank below them by
+        the first stage. ``candidates`` set on the scorer overrides the count (0: all).
+
+        Example:
+            >>> s = EmbeddingScorer()
+            >>> r = s.relevance_within(["Paris is in France.", "Cats purr."],
+            ...                        "Where is Paris?", [6, 4], room=6)  # doctest: +SKIP
+            >>> bool(r[0] > r[1])  # doctest: +SKIP
+            True
+        """
+        if not units:
+            return np.zeros(0)
+        units = list(units)
+        if self.candidates is not None or len(units) <= cascade.CANDIDATE_FLOOR:
+            return self.relevance(units, query)
+        first = cascade.first_stage(units, query, lexical_weight=self.lexical_weight)
+        top = cascade.pick_candidates(spread_to_neighbors(first, neighbors), tokens,
+                                      int(cascade.CANDIDATE_ROOMS * room))
+        if len(top) >= len(units):
+            return self._fused(units, query)
+        return self._above(units, query, top, 0.5 * first)
 
     def similarity(self, units: Sequence[str]) -> np.ndarray:
         if not units:

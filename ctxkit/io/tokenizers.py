@@ -86,7 +86,10 @@ class TiktokenTokenizer:
         return self.encoding.encode_ordinary(text)
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return self.encoding.encode_ordinary_batch(list(texts), num_threads=4)
+        texts = list(texts)
+        if len(texts) < 64:  # tiktoken starts a thread pool per batch: dearer than a few texts
+            return [self.encoding.encode_ordinary(t) for t in texts]
+        return self.encoding.encode_ordinary_batch(texts, num_threads=4)
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.encoding.decode(list(ids))

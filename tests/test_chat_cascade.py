@@ -1,0 +1,114 @@
+"""compress_chat's cold-call cascade: a cheap first stage picks the turns the encoder embeds."""
+
+import zlib
+
+import numpy as np
+import pytest
+
+import ctxkit.compression.cascade as cascade
+import ctxkit.compression.embedding_scorer as es
+from ctxkit.compression.chat import compress_chat
+from ctxkit.compression.embedding_cache import SHARED_CACHE
+from ctxkit.compression.embedding_scorer import EmbeddingScorer
+from ctxkit.compression.memory import ChatMemory
+
+NOUNS = ["kayak", "violin", "garden", "passport", "bakery", "tortoise", "lantern", "marathon",
+         "pottery", "telescope", "orchard", "saxophone", "canoe", "quilt", "museum", "puppy"]
+HISTORY = [{"role": "user" if i % 2 == 0 else "assistant",
+            "content": f"On day {i} I talked about the {NOUNS[i % 16]} and the "
+                       f"{NOUNS[(i * 7) % 16]} near house {i % 11}."}
+           for i in range(240)]
+QUESTION = {"role": "user", "content": "What did I say about the telescope near house 3?"}
+MESSAGES = HISTORY + [QUESTION]
+
+
+def _vec(text: str) -> np.ndarray:
+    v = np.random.default_rng(zlib.crc32(text.encode())).normal(size=384)
+    return v / np.linalg.norm(v)
+
+
+@pytest.fixture
+def encoder(monkeypatch):
+    """Deterministic stand-ins for MiniLM and its word pieces; records what is embedded."""
+    seen: list[str] = []
+
+    def fake(texts):
+        seen.extend(texts)
+        return np.stack([_vec(t) for t in texts])
+
+    def pieces(texts):
+        return np.stack([_vec(t.lower()) for t in texts])
+
+    monkeypatch.setattr(es, "embed", fake)
+    monkeypatch.setattr(cascade, "word_piece_vectors", pieces)
+    SHARED_CACHE.clear()
+    yield seen
+    SHARED_CACHE.clear()
+
+
+def test_encoder_embeds_only_the_candidates(encoder):
+    budget = 1200
+    out = compress_chat(MESSAGES, budget)
+    embedded = set(encoder) - {QUESTION["content"]}
+    # candidates fill the room once (the turn crossing it included), never the whole history
+    assert cascade.CANDIDATE_FLOOR <= len(embedded) < len(HISTORY) // 2
+    assert out.compressed_tokens <= budget
+    encoder.clear()
+    SHARED_CACHE.clear()
+    compress_chat(MESSAGES, budget, scorer=EmbeddingScorer(candidates=0))
+    # the old path: every turn but the kept tail (the last turn and the question)
+    assert len(set(encoder) - {QUESTION["content"]}) == len(HISTORY) - 1
+
+
+def test_cascade_equals_uncascaded_when_candidates_cover_every_turn(encoder, monkeypatch):
+    full = compress_chat(MESSAGES, 1500, scorer=EmbeddingScorer(candidates=0))
+    monkeypatch.setattr(cascade, "CANDIDATE_ROOMS", 100.0)
+    covered = compress_chat(MESSAGES, 1500)
+    assert covered.kept == full.kept and covered.messages == full.messages
+    assert [(c.index, c.action, c.score) for c in covered.ledger] == \
+        [(c.index, c.action, c.score) for c in full.ledger]
+
+
+def test_short_history_is_not_cascaded(encoder):
+    units = [m["content"] for m in HISTORY[:cascade.CANDIDATE_FLOOR]]
+    scorer = EmbeddingScorer()
+    within = scorer.relevance_within(units, QUESTION["content"], [20] * len(units), room=40)
+    assert np.array_equal(within, scorer.relevance(units, QUESTION["content"]))
+
+
+def test_embedded_turns_rank_above_the_others(encoder):
+    units = [m["content"] for m in HISTORY]
+    rel = EmbeddingScorer().relevance_within(units, QUESTION["content"], [20] * len(units),
+                                             room=2010)
+    embedded = np.array([u in set(encoder) for u in units])
+    assert embedded.sum() == 101  # 2010 tokens of 20-token turns, the one crossing it included
+    assert rel[embedded].min() >= 0.5 >= rel[~embedded].max()
+    assert "telescope" in units[int(np.argmax(rel))]
+
+
+@pytest.mark.parametrize("budget", [400, 900, 2500, 5000])
+def test_no_budget_exceeded_and_memory_agrees(encoder, budget):
+    out = compress_chat(MESSAGES, budget)
+    assert out.compressed_tokens <= budget
+    mem = ChatMemory(budget)
+    mem.extend(MESSAGES)
+    assert mem.compress().kept == out.kept
+
+
+def test_first_stage_and_candidates_on_plain_data():
+    scores = cascade.first_stage(["the tide tables", "bread and jam", "high tide at noon"],
+                                 "when is high tide",
+                                 vectors=lambda t: np.stack([_vec(x) for x in t]))
+    assert scores.shape == (3,) and scores.max() == 1.0 and scores.min() == 0.0
+    assert scores[1] < max(scores[0], scores[2])
+    picked = cascade.pick_candidates(np.array([0.3, 0.9, 0.1, 0.6]), np.array([5, 50, 5, 5]),
+                                     20, floor=1)
+    assert picked.tolist() == [1]  # the best unit alone already fills the volume
+    assert cascade.pick_candidates(np.zeros(3), np.ones(3, int), 10, floor=1).tolist() == \
+        [0, 1, 2]
+
+
+def test_word_piece_vectors_of_the_bundled_model():
+    v = cascade.word_piece_vectors(["the violin concert", "a violin recital", "tax forms", ""])
+    assert v.shape == (4, 384) and np.allclose(np.linalg.norm(v[:3], axis=1), 1.0, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2] and not v[3].any()
