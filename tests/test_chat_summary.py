@@ -73,6 +73,12 @@ def test_nothing_evicted_means_no_summary_call():
     rec = Recorder()
     out = compress_chat(_chat(4), 4000, scorer="idf", summarize=rec)
     assert out.summary is None and not rec.calls
+    # a history that fits the budget but not the budget less the summary's share: sent whole
+    msgs = _chat(12)
+    total = count_chat_tokens(msgs)
+    out = compress_chat(msgs, total, scorer="idf", summarize=rec,
+                        summary_options=SummaryOptions(share=0.3))
+    assert out.summary is None and not rec.calls and len(out.messages) == len(msgs)
 
 
 def test_summary_in_the_input_format():

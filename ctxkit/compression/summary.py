@@ -162,9 +162,8 @@ def summarized_select(select: Callable[..., Any], messages: Sequence[Mapping[str
         res = select(messages, budget, opts, features, query)
         return _note(res, "no room for the summary"), state
     evicted = [c.index for c in res.ledger if c.action == "dropped" and c.code in _LOSSY]
-    if not evicted:  # everything fits below the reserve: no summary needed
-        full = select(messages, budget, opts, features, query)
-        return full, state
+    if not evicted or res.original_tokens <= budget:  # the budget needs no eviction
+        return select(messages, budget, opts, features, query), state
     new = [i for i in evicted if i not in state.covers]
     refresh = options.refresh if refresh is None else refresh
     new_tokens = sum(c.tokens_before for c in res.ledger if c.index in set(new))
