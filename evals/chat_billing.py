@@ -7,11 +7,16 @@ messages identical to the previous window's). Figures per method: billed input o
 at cached prices of 0.1 and 0.5 (token-equivalents), the share of tokens served from the cache,
 evidence retention for the conversation's questions asked at the end (every evidence turn in
 the window, as ``evals.public_compression`` counts it), CPU ms per turn and the KV cache the
-mean window holds (``ctxkit.kv_cache_bytes``, Llama-3.1-8B in bfloat16).
+mean window holds (``ctxkit.kv_cache_bytes``, Llama-3.1-8B in bfloat16), and answer-in-window:
+the share of those questions whose answer string (SQuAD-normalised, as
+``evals.public_compression`` counts NQ answers) appears in the window's text, the summary
+message included and the question itself not.
 
 Methods: ``ChatMemory`` (re-selects the window for every question), ``ChatMemory`` with
 ``prefix_cache=True``, LangChain's ``trim_messages(strategy="last")`` (when ``langchain-core``
 is installed), and the whole history every turn (over the budget: what not compressing costs).
+Both ``ChatMemory`` modes also run with summaries of the evicted turns (``summarize=``, the
+extractive summarizer sized to the summary's share of the budget; SmolLM2 on request).
 """
 
 from __future__ import annotations
@@ -34,14 +39,30 @@ class Method:
 
     name: str
     turn: Callable[[list[dict[str, Any]]], Any]
-    ask: Callable[[list[dict[str, Any]]], list[int]]
+    ask: Callable[[list[dict[str, Any]]], tuple[list[int], list[Any]]]
+    summarizer: Any = None
 
 
-def _memory(budget: int, scorer: str, prefix_cache: bool) -> Method:
+def summarizer(kind: str, budget: int) -> Any:
+    """The summarizer of the summary rows: ``extractive`` or ``smollm2``, sized to the
+    summary's share of ``budget``."""
+    from ctxkit.compression import summarizers
+    from ctxkit.compression.summary import SummaryOptions
+
+    room = max(16, int(SummaryOptions().share * budget) - 16)  # header and framing
+    if kind == "smollm2":
+        return summarizers.SmolLM2Summarizer(max_tokens=min(room, 256))
+    return summarizers.ExtractiveSummarizer(max_tokens=room)
+
+
+def _memory(budget: int, scorer: str, prefix_cache: bool, summarize: str | None = None
+            ) -> Method:
     from ctxkit.compression.chat import select
     from ctxkit.compression.memory import ChatMemory
+    from ctxkit.compression.summary import summarized_select
 
-    mem = ChatMemory(budget, scorer=scorer, prefix_cache=prefix_cache)
+    fold = summarizer(summarize, budget) if summarize else None
+    mem = ChatMemory(budget, scorer=scorer, prefix_cache=prefix_cache, summarize=fold)
 
     def turn(history):
         mem.add(history[-1])
@@ -49,16 +70,23 @@ def _memory(budget: int, scorer: str, prefix_cache: bool) -> Method:
 
     def ask(history):
         if mem._window is not None:  # the prefix as the replay left it, not advanced
-            return mem._window.peek(history, budget).kept
-        return select(history, budget, mem.options, mem.features).kept
+            out = mem._window.peek(history, budget)
+        elif fold is not None:
+            out = summarized_select(select, history, budget, mem.options, mem.features, None,
+                                    fold, mem.summary_options, mem.summary_state)[0]
+        else:
+            out = select(history, budget, mem.options, mem.features)
+        return out.kept, out.messages
 
     name = "ChatMemory, prefix cache" if prefix_cache else "ChatMemory"
-    return Method(name, turn, ask)
+    if summarize:
+        name += ", summaries" if summarize == "extractive" else f", {summarize} summaries"
+    return Method(name, turn, ask, fold)
 
 
 def _whole() -> Method:
     return Method("whole history", lambda history: history,
-                  lambda history: list(range(len(history))))
+                  lambda history: (list(range(len(history))), history))
 
 
 def _trim(budget: int) -> Method | None:
@@ -80,11 +108,24 @@ def _trim(budget: int) -> Method | None:
 
     return Method("LangChain trim_messages (last)",
                   lambda history: convert_to_openai_messages(kept(history)[1]),
-                  lambda history: kept(history)[0])
+                  lambda history: (idx := kept(history)[0], [history[i] for i in idx]))
 
 
-def replay(conv: Any, fraction: float, scorer: str) -> list[dict[str, Any]]:
-    """One conversation at one budget: a row per method."""
+def answer_in_window(window: list[Any], answer: str) -> bool:
+    """The answer string (normalised) in the text of the window before its last message
+    (the question)."""
+    from ctxkit.io.messages import message_text
+    from evals import public_bench as pb
+
+    text = " ".join(message_text(m, i) for i, m in enumerate(window[:-1]))
+    return pb.nq_retained(text, [answer])
+
+
+def replay(conv: Any, fraction: float, scorer: str,
+           summaries: tuple[str, ...] = ("extractive",), plain: bool = True
+           ) -> list[dict[str, Any]]:
+    """One conversation at one budget: a row per method (``summaries``: the summarizers of
+    the summary rows; ``plain=False`` runs only those)."""
     import ctxkit
     from evals import public_bench as pb
 
@@ -92,7 +133,10 @@ def replay(conv: Any, fraction: float, scorer: str) -> list[dict[str, Any]]:
     total = ctxkit.count_chat_tokens(messages)
     budget = max(1, int(total * fraction))
     methods = [_memory(budget, scorer, False), _memory(budget, scorer, True), _trim(budget),
-               _whole()]
+               _whole()] if plain else []
+    for kind in summaries:
+        methods += [_memory(budget, scorer, cache, kind) for cache in (False, True)
+                    if cache or kind == "extractive"]  # a model per turn: prefix cache only
     rows = []
     for method in (m for m in methods if m is not None):
         meter = ctxkit.CacheMeter()
@@ -103,8 +147,9 @@ def replay(conv: Any, fraction: float, scorer: str) -> list[dict[str, Any]]:
             cpu.append(time.process_time() - t0)
             tokens.append(meter.record(window).tokens)
         acc = meter.result()
-        retained = [pb.locomo_retained(method.ask(pb.locomo_messages(conv, q)), q)
-                    for q in conv.questions]
+        asked = [(q, method.ask(pb.locomo_messages(conv, q))) for q in conv.questions]
+        retained = [pb.locomo_retained(kept, q) for q, (kept, _) in asked]
+        answered = [answer_in_window(window, q.answer) for q, (_, window) in asked]
         rows.append({
             "conversation": conv.name, "fraction": fraction, "budget": budget,
             "history_tokens": total, "method": method.name, "turns": len(messages),
@@ -113,6 +158,8 @@ def replay(conv: Any, fraction: float, scorer: str) -> list[dict[str, Any]]:
             "over_budget_turns": sum(t > budget for t in tokens),
             "retention": round(sum(retained) / len(retained), 4) if retained else None,
             "questions": len(retained),
+            "answer_in_window": round(sum(answered) / len(answered), 4) if answered else None,
+            "summarizer_calls": getattr(method.summarizer, "calls", None),
             "ms_per_turn": round(1e3 * statistics.mean(cpu), 2),
             "mean_window_tokens": round(statistics.mean(tokens), 1),
             "kv_bytes_mean_window": ctxkit.kv_cache_bytes(KV_MODEL,
@@ -136,6 +183,8 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "retention": round(sum(r["retention"] * r["questions"] for r in group) / asked, 4)
             if asked else None,
             "questions": asked,
+            "answer_in_window": round(sum(r["answer_in_window"] * r["questions"]
+                                          for r in group) / asked, 4) if asked else None,
             "ms_per_turn": round(statistics.mean(r["ms_per_turn"] for r in group), 2),
             "kv_mib_mean_window": round(statistics.mean(r["kv_bytes_mean_window"]
                                                         for r in group) / 2**20, 1),
@@ -152,7 +201,10 @@ def markdown(summary: list[dict[str, Any]], conversations: str, scorer: str) -> 
              "sends. Billed: token-equivalents summed over the replays, cached tokens at 0.1 "
              "or 0.5 of the price; cache hits: share of all tokens sent that a provider's "
              "prefix cache serves; retention: questions asked at the end whose evidence turns "
-             f"are all in the window; KV: the mean window's KV cache ({KV_MODEL}, bf16).\n"]
+             "are all in the window; answer: questions whose answer string is in the window's "
+             "text (the summary included, over budget or not); summaries: the evicted turns "
+             "folded into one message after the system prompt (extractive unless named); KV: "
+             f"the mean window's KV cache ({KV_MODEL}, bf16).\n"]
     for fraction in sorted({s["fraction"] for s in summary}, reverse=True):
         rows = [s for s in summary if s["fraction"] == fraction]
         base = next((s for s in rows if s["method"] == "ChatMemory"), None)
@@ -164,8 +216,11 @@ def markdown(summary: list[dict[str, Any]], conversations: str, scorer: str) -> 
                           f"{s['billed']['0.5']:,}", f"{s['hit_share']:.0%}",
                           "n/a (over budget)" if s["over_budget_turns"] else
                           "–" if s["retention"] is None else f"{s['retention']:.2f}",
+                          "–" if s.get("answer_in_window") is None else
+                          f"{s['answer_in_window']:.2f}",
                           f"{s['ms_per_turn']:.1f}", f"{s['kv_mib_mean_window']:,.0f}"])
         lines.append(f"### Budget {fraction:g} of each conversation's tokens\n")
         lines.append(md_table(["method", "billed @0.1", "vs ChatMemory", "billed @0.5",
-                               "cache hits", "retention", "ms/turn", "KV MiB"], table))
+                               "cache hits", "retention", "answer", "ms/turn", "KV MiB"],
+                               table))
     return "\n".join(lines)

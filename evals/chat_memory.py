@@ -15,7 +15,9 @@ median per-turn CPU time, for the default scorer and for ``scorer="embedding"``.
 
 It also runs the billing replay of :mod:`evals.chat_billing`: every dev LoCoMo conversation
 turn by turn at 1/4 and 1/8 of its tokens, the billed input, prompt-cache hits, evidence
-retention and KV cache of each way to build the window.
+retention, answer strings in the window and KV cache of each way to build the window, with
+and without summaries of the evicted turns (``--smollm2 K``: SmolLM2 summaries as well, on the
+K shortest conversations).
 
 CPU time (``time.process_time``) is reported because it survives a loaded machine; torch runs
 on one thread so that CPU time is the work done, not threads spinning.
@@ -133,6 +135,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--questions", type=int, default=24,
                     help="LoCoMo questions drawn per conversation for retention (0: all)")
     ap.add_argument("--skip-latency", action="store_true", help="only the billing replay")
+    ap.add_argument("--smollm2", type=int, default=0, metavar="K",
+                    help="also prefix-cache rows with SmolLM2 summaries on the K shortest "
+                         "conversations (needs ctxkit[lm]; minutes per conversation on CPU)")
     args = ap.parse_args(argv)
     try:
         import torch
@@ -158,6 +163,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     text = (markdown(report) if report["runs"] else "# ChatMemory\n") + "\n" + \
         chat_billing.markdown(report["billing"]["summary"], report["billing"]["conversations"],
                               report["billing"]["scorer"])
+    smol = report["billing"].get("smollm2")
+    if smol:
+        text += "\n" + chat_billing.markdown(
+            smol["summary"], f"SmolLM2 summaries against extractive on {smol['conversations']}",
+            report["billing"]["scorer"])
     write_results(args.out, "chat_memory", report, text)
     print(text)
     return report
@@ -181,8 +191,20 @@ def billing(args: argparse.Namespace) -> dict[str, Any]:
         for fraction in chat_billing.FRACTIONS:
             print(f"  billing: {conv.name} at {fraction:g}", file=sys.stderr, flush=True)
             rows += chat_billing.replay(conv, fraction, scorer)
-    return {"conversations": what, "scorer": scorer, "rows": rows,
-            "summary": chat_billing.summarize(rows)}
+    out = {"conversations": what, "scorer": scorer, "rows": rows,
+           "summary": chat_billing.summarize(rows)}
+    if args.smollm2:  # a model call per compaction: the shortest conversations only
+        picked = sorted(convs, key=lambda c: len(c.messages))[:args.smollm2]
+        names = {c.name for c in picked}
+        smol = [r for r in rows if r["conversation"] in names
+                and r["method"].startswith("ChatMemory, prefix cache")]
+        for conv in picked:
+            for fraction in chat_billing.FRACTIONS:
+                print(f"  smollm2: {conv.name} at {fraction:g}", file=sys.stderr, flush=True)
+                smol += chat_billing.replay(conv, fraction, scorer, ("smollm2",), plain=False)
+        out["smollm2"] = {"conversations": ", ".join(sorted(names)), "rows": smol,
+                          "summary": chat_billing.summarize(smol)}
+    return out
 
 
 if __name__ == "__main__":

@@ -66,6 +66,14 @@ from ctxkit.compression.prune import compress
 from ctxkit.compression.relevance import spread_to_neighbors
 from ctxkit.compression.scorer_base import Scorer
 from ctxkit.compression.scorers import check_scorer
+from ctxkit.compression.summary import (
+    ChatSummary,
+    Summarizer,
+    SummaryOptions,
+    check_summarizer,
+    summarized_select,
+    summary_message,
+)
 from ctxkit.io.formats import IMAGE_TOKENS, Conversation, read_conversation
 from ctxkit.io.messages import answered_ids, check_tool_results, is_courtesy
 from ctxkit.io.messages import message_format as _format
@@ -101,7 +109,9 @@ class MessageChange:
 @dataclass
 class CompressChatResult(BudgetedResult):
     """The compressed messages (input format and types) and the ledger of what changed;
-    ``system`` is the system prompt given apart (always kept), else ``None``."""
+    ``system`` is the system prompt given apart (always kept), else ``None``; ``summary`` the
+    summary of evicted turns in ``messages`` (:mod:`ctxkit.compression.summary`), else
+    ``None``."""
 
     messages: list[Any]
     original_tokens: int
@@ -111,6 +121,7 @@ class CompressChatResult(BudgetedResult):
     ledger: list[MessageChange] = field(default_factory=list)
     format: str = "openai"
     system: Any = None
+    summary: ChatSummary | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -124,6 +135,8 @@ class CompressChatResult(BudgetedResult):
         }
         if self.system is not None:
             out["system"] = self.system
+        if self.summary is not None:
+            out["summary"] = self.summary.to_dict()
         return out
 
 
@@ -199,6 +212,8 @@ def compress_chat(
     word_keep: float = 0.5,
     alternate: bool = False,
     image_tokens: int = IMAGE_TOKENS,
+    summarize: Summarizer | None = None,
+    summary_options: SummaryOptions | None = None,
 ) -> CompressChatResult:
     """Fit a chat history into ``budget`` tokens; see the module docstring for the policy.
 
@@ -217,6 +232,10 @@ def compress_chat(
     ``result.system``. ``image_tokens``: tokens billed per image.
     ``options``: a :class:`~ctxkit.compression.options.ChatOptions`; keywords that differ from
     their defaults apply on top of it.
+    ``summarize``: a callable ``(evicted_messages, previous_summary) -> str``
+    (:mod:`ctxkit.compression.summarizers` has three); the summary of the evicted turns is
+    one more message after the system prompt, within the budget, placed and sized as
+    ``summary_options`` (a :class:`~ctxkit.compression.summary.SummaryOptions`) says.
     """
     validate.positive_int(budget, "budget")
     validate.optional_text(query, "query")
@@ -228,10 +247,16 @@ def compress_chat(
         neighbors=neighbors, whole_share=whole_share, word_keep=word_keep, alternate=alternate,
         image_tokens=image_tokens)
     check_scorer(opts.scorer)
+    check_summarizer(summarize)
     conv = read_conversation(messages, system=system)
     if conv.system is not None:
         opts = replace(opts, keep_system=True)
-    res = select(conv.internal, budget, opts, ChatFeatures(opts.tokenizer, opts.scorer), query)
+    features = ChatFeatures(opts.tokenizer, opts.scorer)
+    if summarize is None:
+        res = select(conv.internal, budget, opts, features, query)
+    else:
+        res = summarized_select(select, conv.internal, budget, opts, features, query, summarize,
+                                SummaryOptions.resolve(summary_options))[0]
     return _in_input_format(conv, res)
 
 
@@ -239,11 +264,21 @@ def _in_input_format(conv: Conversation, res: CompressChatResult) -> CompressCha
     """``res`` (on the internal form) with input indices and the input's messages."""
     off = conv.offset
     short = {c.index for c in res.ledger if c.action == "shortened"}
-    new_text = {k - off: _text(m, k) for k, m in zip(res.kept, res.messages) if k in short}
+    summary, history = res.summary, list(res.messages)
+    if summary is not None:  # not a history message: restored apart, in the input's format
+        del history[summary.position]
+    new_text = {k - off: _text(m, k) for k, m in zip(res.kept, history) if k in short}
     kept = [k - off for k in res.kept if k >= off]
+    out = conv.restore(kept, new_text)
+    if summary is not None:
+        pos = sum(k >= off for k in res.kept[:summary.position])
+        out.insert(pos, summary_message(summary.text, _role(res.messages[summary.position]),
+                                        conv.format))
+        summary = replace(summary, position=pos, covers=[k - off for k in summary.covers])
     return CompressChatResult(
-        conv.restore(kept, new_text), res.original_tokens, res.compressed_tokens, res.budget,
-        kept, [replace(c, index=c.index - off) for c in res.ledger], conv.format, conv.system)
+        out, res.original_tokens, res.compressed_tokens, res.budget, kept,
+        [replace(c, index=c.index - off) for c in res.ledger], conv.format, conv.system,
+        summary)
 
 
 def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions,

@@ -18,6 +18,11 @@ With ``prefix_cache=True`` (or a :class:`~ctxkit.compression.prefix_cache.Prefix
 the window only grows at its end between compactions, so a provider's prompt cache serves
 most of it every turn; the older turns the latest question needs are recalled into a small
 block before the newest message (:mod:`ctxkit.compression.prefix_cache`).
+With ``summarize`` (a callable ``(evicted_messages, previous_summary) -> str``), evicted turns
+are folded into a running summary, one message after the system prompt
+(:mod:`ctxkit.compression.summary`): in prefix-cache mode rewritten at each compaction, else
+once the turns evicted since the last rewrite hold ``summary_options.refresh`` of the budget.
+:meth:`ChatMemory.peek` returns the window without sending it (no state advanced).
 :meth:`ChatMemory.cache_accounting` says what the windows returned so far would be billed.
 
 :meth:`ChatMemory.to_dict` / :meth:`ChatMemory.from_dict` give a JSON-safe snapshot (messages and
@@ -54,6 +59,13 @@ from ctxkit.compression.prefix_cache import PrefixCacheOptions, PrefixWindow
 from ctxkit.compression.prompt_cache import CacheAccountingResult, CacheMeter
 from ctxkit.compression.scorer_base import Scorer
 from ctxkit.compression.scorers import available_scorers
+from ctxkit.compression.summary import (
+    Summarizer,
+    SummaryOptions,
+    SummaryState,
+    check_summarizer,
+    summarized_select,
+)
 from ctxkit.errors import InputError
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
@@ -70,7 +82,8 @@ class ChatMemory:
 
     ``budget``, ``options`` and the keywords as in :func:`~ctxkit.compression.chat.compress_chat`
     (a :class:`~ctxkit.compression.options.ChatOptions`, with keywords that differ from their
-    defaults applied on top).
+    defaults applied on top). ``summarize`` and ``summary_options``: the running summary of
+    evicted turns (see the module docstring).
     """
 
     def __init__(self, budget: int = 4096, *, options: ChatOptions | None = None,
@@ -80,7 +93,9 @@ class ChatMemory:
                  reply_priming: int = 3, shorten: bool = True, min_shortened: int = 24,
                  dedup_threshold: float = 0.8, query_weight: float = 0.95,
                  neighbors: float = 0.3, whole_share: float = 0.25, word_keep: float = 0.5,
-                 alternate: bool = False, prefix_cache: bool | PrefixCacheOptions = False):
+                 alternate: bool = False, prefix_cache: bool | PrefixCacheOptions = False,
+                 summarize: Summarizer | None = None,
+                 summary_options: SummaryOptions | None = None):
         self.budget = check_budget(budget)
         self.options = ChatOptions.resolve(
             options, keep_last=keep_last, keep_system=keep_system, tokenizer=tokenizer,
@@ -96,8 +111,13 @@ class ChatMemory:
             raise bad_option("prefix_cache", " must be True, False or a PrefixCacheOptions, "
                                              f"got {prefix_cache!r}")
         self.prefix_cache = prefix_cache or None
+        check_summarizer(summarize)
+        self.summarize = summarize
+        self.summary_options = SummaryOptions.resolve(summary_options)
+        self._summary = SummaryState()  # the running summary without a prefix cache
         self._window = None if self.prefix_cache is None else PrefixWindow(
-            self.options, self.features, cache=self.prefix_cache)
+            self.options, self.features, cache=self.prefix_cache, summarize=summarize,
+            summary_options=self.summary_options)
         self.meter = CacheMeter(tokenizer=self.features.tok,
                                 per_message=self.options.per_message,
                                 reply_priming=self.options.reply_priming)
@@ -134,19 +154,44 @@ class ChatMemory:
         ``budget`` overrides the memory's budget for this call. Each call counts as a window
         sent in :meth:`cache_accounting`.
         """
-        validate.optional_text(query, "query")
-        if budget is not None:
-            validate.positive_int(budget, "budget")
-        budget = self.budget if budget is None else budget
-        if self._window is not None:
-            out = self._window.compress(self.messages, budget, query)
-        else:
-            out = select(self.messages, budget, self.options, self.features, query)
+        out = self._compress(query, budget, advance=True)
         self.meter.record(out)  # on the internal form: rendered as an OpenAI-style API sends it
         # an edited history leaves features of vanished texts behind: bound the store
         if len(self.features) > 4 * len(self.messages) + 64:
             self.features.retain([_text(m, i) for i, m in enumerate(self.messages)])
         return self.history.restore(out, self.messages)
+
+    def peek(self, query: str | None = None, *, budget: int | None = None
+             ) -> CompressChatResult:
+        """The window :meth:`compress` would return now, without sending it: not counted in
+        :meth:`cache_accounting`, the prefix and the summary left as they are.
+
+        Example:
+            >>> mem = ChatMemory(budget=64, scorer="idf")
+            >>> mem.add({"role": "user", "content": "hi"})
+            >>> mem.peek().messages == mem.compress().messages
+            True
+        """
+        return self.history.restore(self._compress(query, budget, advance=False),
+                                    self.messages)
+
+    def _compress(self, query: str | None, budget: int | None, advance: bool
+                  ) -> CompressChatResult:
+        validate.optional_text(query, "query")
+        if budget is not None:
+            validate.positive_int(budget, "budget")
+        budget = self.budget if budget is None else budget
+        if self._window is not None:
+            act = self._window.compress if advance else self._window.peek
+            return act(self.messages, budget, query)
+        if self.summarize is None:
+            return select(self.messages, budget, self.options, self.features, query)
+        out, state = summarized_select(select, self.messages, budget, self.options,
+                                       self.features, query, self.summarize,
+                                       self.summary_options, self._summary)
+        if advance:
+            self._summary = state
+        return out
 
     def cache_accounting(self) -> CacheAccountingResult:
         """Prompt-cache accounting of every window :meth:`compress` returned: per turn the
@@ -181,9 +226,16 @@ class ChatMemory:
         """
         return self.compress(query, budget=budget).kv_cache(model, dtype=dtype)
 
+    @property
+    def summary_state(self) -> SummaryState:
+        """The running summary of evicted turns (text and covered indices) so far."""
+        return self._summary if self._window is None else self._window.summary_state
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe snapshot: messages, budget and options (scorer and tokenizer by name).
-        LangChain, LlamaIndex and Anthropic messages are stored in the internal OpenAI form."""
+        """A JSON-safe snapshot: messages, budget and options (scorer and tokenizer by name),
+        and the running summary when there is one (not the summarizer: pass it to
+        :meth:`from_dict`). LangChain, LlamaIndex and Anthropic messages are stored in the
+        internal OpenAI form."""
         tokenizer, scorer = self._names
         if scorer is None:
             scorer = getattr(self.features.scorer, "name", None)
@@ -197,11 +249,16 @@ class ChatMemory:
                                               if k not in ("tokenizer", "scorer")},
                 "prefix_cache": None if self.prefix_cache is None else
                 self.prefix_cache.to_dict(),
-                "messages": [dict(m) for m in self.messages]}
+                "messages": [dict(m) for m in self.messages],
+                **({"summary": {"text": state.text, "covers": sorted(state.covers),
+                                "options": self.summary_options.to_dict()}}
+                   if (state := self.summary_state).text is not None else {})}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ChatMemory:
-        """Rebuild a memory from :meth:`to_dict` output (features are recomputed lazily).
+    def from_dict(cls, data: Mapping[str, Any], *, summarize: Summarizer | None = None
+                  ) -> ChatMemory:
+        """Rebuild a memory from :meth:`to_dict` output (features are recomputed lazily);
+        ``summarize``: the summarizer to go on with (the running summary is restored).
 
         A damaged snapshot (a missing field, a field of the wrong type, a truncated message
         list) is an :class:`~ctxkit.errors.InputError` naming the field.
@@ -241,6 +298,22 @@ class ChatMemory:
             cache = False if cache is None else PrefixCacheOptions(**cache)
         except TypeError as exc:  # an unknown option name
             raise InputError(f"snapshot field 'prefix_cache': {exc}") from None
-        mem = cls(data["budget"], options=opts, prefix_cache=cache)
+        summary = data.get("summary")
+        if summary is not None and not (isinstance(summary, Mapping) and isinstance(
+                summary.get("text"), str) and isinstance(summary.get("covers"), list)):
+            raise InputError("snapshot field 'summary' must be a mapping with 'text' and "
+                             "'covers'")
+        try:
+            sopts = SummaryOptions(**(summary or {}).get("options", {}))
+        except TypeError as exc:  # an unknown option name
+            raise InputError(f"snapshot field 'summary': {exc}") from None
+        mem = cls(data["budget"], options=opts, prefix_cache=cache, summarize=summarize,
+                  summary_options=sopts)
         mem.extend(messages)
+        if summary is not None:
+            state = SummaryState(summary["text"], frozenset(int(i) for i in summary["covers"]))
+            if mem._window is None:
+                mem._summary = state
+            else:
+                mem._window.summary_state = state
         return mem

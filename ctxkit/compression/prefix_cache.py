@@ -14,7 +14,10 @@ stable instead:
   evicted, are recalled into one small block (at most ``recall`` of the budget) placed just
   before the last ``keep_last`` messages, the memory-system pattern: only that block and the
   newest turns miss the cache. Its text lists each recalled turn as ``role: text`` in
-  conversation order, under a one-line header; it is sent as a ``recall_role`` message.
+  conversation order, under a one-line header; it is sent as a ``recall_role`` message;
+- **summary** (with ``summarize``): each compaction folds the messages it evicts into the
+  running summary (:mod:`ctxkit.compression.summary`), one message right after the system
+  prompt and inside the prefix, so it changes only at a compaction.
 
 The result is a :class:`~ctxkit.compression.chat.CompressChatResult` whose ``kept`` lists every
 history message present in the window, whole, shortened or recalled; the ledger has the
@@ -50,6 +53,14 @@ from ctxkit.compression.chat import (
 )
 from ctxkit.compression.chat_features import ChatFeatures
 from ctxkit.compression.options import ChatOptions
+from ctxkit.compression.summary import (
+    ChatSummary,
+    Summarizer,
+    SummaryOptions,
+    SummaryState,
+    check_summarizer,
+    summarized_select,
+)
 from ctxkit.io.messages import TOOL_RESULT_ROLES, message_format, message_text, raw_role
 from ctxkit.options import OptionSet, bad_option
 
@@ -108,6 +119,7 @@ class _Prefix:
     messages: list[dict[str, Any]]
     kept: list[int]
     ledger: list[MessageChange] = field(default_factory=list)
+    summary: ChatSummary | None = None
 
 
 class PrefixWindow:
@@ -115,14 +127,22 @@ class PrefixWindow:
 
     ``cache`` (or the keywords ``low_water``, ``recall``, ``recall_role``): a
     :class:`PrefixCacheOptions`. ``compactions`` counts the compactions so far.
+    ``summarize`` and ``summary_options``: the summary of evicted turns, rewritten at each
+    compaction (:mod:`ctxkit.compression.summary`).
     """
 
     def __init__(self, options: ChatOptions, features: ChatFeatures, *,
                  cache: PrefixCacheOptions | None = None, low_water: float = 0.6,
-                 recall: float = 0.1, recall_role: str = "user"):
+                 recall: float = 0.1, recall_role: str = "user",
+                 summarize: Summarizer | None = None,
+                 summary_options: SummaryOptions | None = None):
         self.cache = PrefixCacheOptions.resolve(cache, low_water=low_water, recall=recall,
                                                 recall_role=recall_role)
         self.options, self.features = options, features
+        check_summarizer(summarize)
+        self.summarize = summarize
+        self.summary_options = SummaryOptions.resolve(summary_options)
+        self.summary_state = SummaryState()
         self._prefix: _Prefix | None = None
         self.compactions = 0
 
@@ -134,11 +154,11 @@ class PrefixWindow:
              query: str | None = None) -> CompressChatResult:
         """The window :meth:`compress` would return, leaving the prefix as it is (to ask
         what-if questions of a window without sending it)."""
-        state = self._prefix, self.compactions
+        state = self._prefix, self.compactions, self.summary_state
         try:
             return self.compress(history, budget, query)
         finally:
-            self._prefix, self.compactions = state
+            self._prefix, self.compactions, self.summary_state = state
 
     # -- one window ---------------------------------------------------------------------------
 
@@ -187,19 +207,29 @@ class PrefixWindow:
                  query: str | None) -> _Prefix:
         target = max(1, int(self.cache.low_water * budget))
         try:
-            sel = select(history, target, self.options, self.features, query)
+            sel = self._select(history, target, query)
         except ValueError:  # the kept system prompt and tail need more than the low-water mark
-            sel = select(history, budget, self.options, self.features, query)
+            sel = self._select(history, budget, query)
         self.compactions += 1
-        self._prefix = _Prefix(len(history), sel.messages, sel.kept, sel.ledger)
+        self._prefix = _Prefix(len(history), sel.messages, sel.kept, sel.ledger, sel.summary)
         return self._prefix
+
+    def _select(self, history: Sequence[Mapping[str, Any]], budget: int,
+                query: str | None) -> CompressChatResult:
+        """The compaction's selection, with the running summary when there is a summarizer
+        (rewritten whenever the compaction evicts a message it does not cover yet)."""
+        if self.summarize is None:
+            return select(history, budget, self.options, self.features, query)
+        sel, self.summary_state = summarized_select(
+            select, history, budget, self.options, self.features, query, self.summarize,
+            self.summary_options, self.summary_state, refresh=0.0)
+        return sel
 
     def _recall(self, history: Sequence[Mapping[str, Any]], prefix: _Prefix,
                 query: str | None, room: int) -> list[int]:
         """The evicted messages most relevant to ``query`` that fit ``room`` as one block,
         most relevant first."""
-        evicted = [c.index for c in prefix.ledger
-                   if c.action == "dropped" and c.code == "over_budget"]
+        evicted = [c.index for c in prefix.ledger if c.code in ("over_budget", "summarized")]
         cands = [i for i in evicted if raw_role(history[i]) in _RECALLABLE
                  and not history[i].get("tool_calls") and not history[i].get("function_call")
                  and message_text(history[i], i).strip()]
@@ -271,4 +301,5 @@ class PrefixWindow:
                                         cost, cost, None, "recalled"))
         ledger.sort(key=lambda c: c.index)
         kept = sorted(set(indices) | recalled_set)
-        return CompressChatResult(messages, original, tokens, int(budget), kept, ledger, fmt)
+        return CompressChatResult(messages, original, tokens, int(budget), kept, ledger, fmt,
+                                  summary=prefix.summary)

@@ -1,0 +1,259 @@
+"""Summarizers for ``compress_chat(summarize=...)`` and ``ChatMemory(summarize=...)``.
+
+Each is a callable ``(evicted_messages, previous_summary) -> str`` that folds the newly evicted
+messages into the running summary (:mod:`ctxkit.compression.summary` places it in the window):
+
+- :class:`ExtractiveSummarizer`: no model. It keeps the most informative sentences of the
+  evicted turns and of the previous summary (self-information per token as the ``idf`` scorer
+  counts it, with a bonus for numbers and capitalised names, the facts a later question asks
+  for) up to ``max_tokens``, in conversation order. Fast and deterministic: the benchmark's
+  default.
+- :class:`SmolLM2Summarizer`: an abstractive summary written by SmolLM2-135M-Instruct, the
+  model the ``lm`` scorer loads (``ctxkit[lm]``; converted once from the wheel's GGUF file,
+  never downloaded), greedy decoding on CPU. Long evictions are folded in chunks of
+  ``chunk_tokens``, each refining the summary so far.
+- :func:`openai_summarizer`: any OpenAI-compatible ``/chat/completions`` endpoint (vLLM,
+  llama.cpp server, Ollama, hosted APIs), called with the standard library's ``urllib``;
+  a failed call is an :class:`~ctxkit.errors.InputError` naming the endpoint.
+
+Example:
+    >>> s = ExtractiveSummarizer(max_tokens=13)
+    >>> s([{"role": "user", "content": "Hi there. I moved to Porto in May 2021."}], None)
+    'user: I moved to Porto in May 2021.'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxkit.compression.idf import IdfScorer
+from ctxkit.compression.units import split_units
+from ctxkit.errors import InputError
+from ctxkit.io.messages import message_text, raw_role
+from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
+from ctxkit.options import bad_option
+
+__all__ = ["ExtractiveSummarizer", "OpenAISummarizer", "SmolLM2Summarizer",
+           "openai_summarizer", "summary_prompt"]
+
+_USERS = {"user", "human"}
+_FACT = re.compile(r"\d+|(?<=\s)[A-Z][a-z]")  # numbers, and capitalised words inside a sentence
+SUMMARY_INSTRUCTIONS = (
+    "You keep a running summary of a conversation. Fold the new turns into the summary. "
+    "Keep every name, date, number, place and stated fact; drop greetings and small talk. "
+    "Answer with the summary only, at most {words} words.")
+
+
+def _check_tokens(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise bad_option(name, f" must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _speaker(m: Mapping[str, Any]) -> str:
+    return "user" if raw_role(m) in _USERS else raw_role(m)
+
+
+def _transcript(evicted: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One ``role: text`` line per message with text."""
+    lines = []
+    for i, m in enumerate(evicted):
+        text = " ".join(message_text(m, i).split())
+        if text:
+            lines.append(f"{_speaker(m)}: {text}")
+    return lines
+
+
+class ExtractiveSummarizer:
+    """The most informative sentences of the evicted turns and of the previous summary, within
+    ``max_tokens`` (counted with ``tokenizer``), one ``role: sentences`` line per message.
+
+    Example:
+        >>> s = ExtractiveSummarizer(max_tokens=18)
+        >>> s([{"role": "assistant", "content": "Sure. The code is 4417."}], "user: Ana, 31.")
+        'user: Ana, 31.\\nassistant: The code is 4417.'
+    """
+
+    def __init__(self, max_tokens: int = 256, *, tokenizer: str | Tokenizer = "cl100k_base",
+                 fact_weight: float = 0.5):
+        self.max_tokens = _check_tokens(max_tokens, "max_tokens")
+        self.tok = resolve_tokenizer(tokenizer)
+        self.fact_weight = float(fact_weight)
+        self.scorer = IdfScorer()
+
+    def __call__(self, evicted: Sequence[Mapping[str, Any]], previous: str | None) -> str:
+        # units: (line, speaker, sentence); previous summary lines stay whole
+        units: list[tuple[int, str, str]] = []
+        lines = [ln for ln in (previous or "").splitlines() if ln.strip()]
+        for n, ln in enumerate(lines):
+            units.append((n, "", ln))
+        for n, m in enumerate(evicted, start=len(lines)):
+            text = " ".join(message_text(m, n).split())
+            units += [(n, _speaker(m), u) for u, _ in split_units(text) if u.strip()]
+        if not units:
+            return previous or ""
+        texts = [u for _, _, u in units]
+        tokens = np.array([max(1, self.tok.count(t)) for t in texts], dtype=np.float64)
+        bits = np.array([b.sum() for b in self.scorer.information(texts)])
+        facts = np.array([len(_FACT.findall(t)) for t in texts], dtype=np.float64)
+        score = bits / tokens * (1.0 + self.fact_weight * np.minimum(facts / tokens * 4, 1.0))
+        chosen, left = set(), self.max_tokens
+        for k in np.argsort(-score, kind="stable"):
+            # the role prefix and line break of a new line cost about 3 tokens
+            need = tokens[k] + (3 if units[k][1] else 1)
+            if need <= left:
+                chosen.add(int(k))
+                left -= int(need)
+        out: dict[int, list[str]] = {}
+        speaker = {n: who for n, who, _ in units}
+        for k in sorted(chosen):
+            out.setdefault(units[k][0], []).append(texts[k])
+        return "\n".join((f"{speaker[n]}: " if speaker[n] else "") + " ".join(parts)
+                         for n, parts in sorted(out.items()))
+
+
+def summary_prompt(evicted: Sequence[Mapping[str, Any]], previous: str | None, *,
+                   words: int = 150) -> list[dict[str, str]]:
+    """The chat messages asking a model to fold ``evicted`` into ``previous``.
+
+    Example:
+        >>> p = summary_prompt([{"role": "user", "content": "I am Ana."}], None, words=50)
+        >>> p[1]["content"].splitlines()[-1]
+        'user: I am Ana.'
+    """
+    system = SUMMARY_INSTRUCTIONS.format(words=words)
+    head = f"Summary so far:\n{previous}\n\n" if previous else ""
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": head + "New turns:\n" + "\n".join(_transcript(evicted))}]
+
+
+def _chunks(evicted: Sequence[Mapping[str, Any]], limit: int, count) -> list[list[Any]]:
+    """``evicted`` in consecutive runs of at most ``limit`` tokens (a longer message alone)."""
+    out: list[list[Any]] = [[]]
+    used = 0
+    for i, m in enumerate(evicted):
+        n = count(message_text(m, i))
+        if out[-1] and used + n > limit:
+            out.append([])
+            used = 0
+        out[-1].append(m)
+        used += n
+    return [c for c in out if c]
+
+
+class SmolLM2Summarizer:
+    """A running summary written by SmolLM2-135M-Instruct (``ctxkit[lm]``) or any local
+    transformers causal-LM directory given as ``model``; at most ``max_tokens`` new tokens,
+    greedy. Evicted turns past ``chunk_tokens`` are folded in chunk by chunk.
+
+    Example:
+        >>> s = SmolLM2Summarizer(max_tokens=64)  # doctest: +SKIP
+        >>> s([{"role": "user", "content": "I moved to Porto in 2021."}], None)  # doctest: +SKIP
+    """
+
+    def __init__(self, max_tokens: int = 128, *, model: str | Path | None = None,
+                 device: str = "cpu", chunk_tokens: int = 1024):
+        from ctxkit.compression.smollm2 import smollm2_dir
+
+        self.max_tokens = _check_tokens(max_tokens, "max_tokens")
+        self.chunk_tokens = _check_tokens(chunk_tokens, "chunk_tokens")
+        self.model_dir = Path(model) if model is not None else smollm2_dir()
+        self.device = device
+        self.calls = 0  # generations run, for cost reports
+
+    def __call__(self, evicted: Sequence[Mapping[str, Any]], previous: str | None) -> str:
+        import torch
+
+        from ctxkit.compression.lm_scorer import _load_causal_lm
+
+        model, tok = _load_causal_lm(str(self.model_dir), self.device)
+        summary = previous
+        for chunk in _chunks(evicted, self.chunk_tokens, lambda t: len(tok.encode(t))):
+            prompt = tok.apply_chat_template(
+                summary_prompt(chunk, summary, words=int(self.max_tokens * 0.7)),
+                add_generation_prompt=True, tokenize=False)
+            ids = tok(prompt, return_tensors="pt", add_special_tokens=False).to(self.device)
+            with torch.no_grad():
+                out = model.generate(**ids, max_new_tokens=self.max_tokens, do_sample=False,
+                                     pad_token_id=tok.eos_token_id)
+            self.calls += 1
+            text = tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+            summary = text.strip() or summary
+        return summary or ""
+
+
+class OpenAISummarizer:
+    """A running summary from an OpenAI-compatible chat endpoint (see :func:`openai_summarizer`).
+    """
+
+    def __init__(self, base_url: str, *, model: str, api_key: str | None = None,
+                 max_tokens: int = 256, timeout: float = 60.0, chunk_tokens: int = 6000):
+        if not isinstance(base_url, str) or not re.match(r"https?://", base_url):
+            raise bad_option("base_url", f" must be an http(s) URL, got {base_url!r}")
+        if not isinstance(model, str) or not model:
+            raise bad_option("model", f" must be a model name, got {model!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise bad_option("timeout", f" must be a positive number of seconds, got {timeout!r}")
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model, self.api_key, self.timeout = model, api_key, float(timeout)
+        self.max_tokens = _check_tokens(max_tokens, "max_tokens")
+        self.chunk_tokens = _check_tokens(chunk_tokens, "chunk_tokens")
+        self.tok = resolve_tokenizer("cl100k_base")
+
+    def __call__(self, evicted: Sequence[Mapping[str, Any]], previous: str | None) -> str:
+        summary = previous
+        for chunk in _chunks(evicted, self.chunk_tokens, self.tok.count):
+            summary = self._complete(summary_prompt(chunk, summary,
+                                                    words=int(self.max_tokens * 0.7)))
+        return summary or ""
+
+    def _complete(self, messages: list[dict[str, str]]) -> str:
+        body = json.dumps({"model": self.model, "messages": messages,
+                           "max_tokens": self.max_tokens, "temperature": 0}).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        where = f"summarizer endpoint {self.url}"
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read()[:200].decode("utf-8", "replace").replace("\n", " ")
+            raise InputError(f"{where}: HTTP {exc.code}: {detail}") from None
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise InputError(f"{where} did not answer: {reason}") from None
+        try:
+            text = json.loads(raw)["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise InputError(f"{where}: not a chat completion: {raw[:200]!r}") from None
+        if not isinstance(text, str):
+            raise InputError(f"{where}: the completion has no text content")
+        return text.strip()
+
+
+def openai_summarizer(base_url: str, *, model: str, api_key: str | None = None,
+                      max_tokens: int = 256, timeout: float = 60.0) -> OpenAISummarizer:
+    """A summarizer calling ``POST {base_url}/chat/completions`` of any OpenAI-compatible
+    server: vLLM or SGLang (``http://host:8000/v1``), llama.cpp's server, Ollama
+    (``http://localhost:11434/v1``) or a hosted API (with ``api_key``). Greedy, at most
+    ``max_tokens`` per call, ``timeout`` seconds per request; an HTTP error, a timeout or a
+    reply that is not a chat completion raises :class:`~ctxkit.errors.InputError` naming the
+    endpoint.
+
+    Example:
+        >>> s = openai_summarizer("http://localhost:11434/v1", model="llama3.2")
+        >>> s.url
+        'http://localhost:11434/v1/chat/completions'
+    """
+    return OpenAISummarizer(base_url, model=model, api_key=api_key, max_tokens=max_tokens,
+                            timeout=timeout)
