@@ -55,6 +55,7 @@ _EXPORTS = {
     "cache_accounting": "ctxkit.compression.prompt_cache",
     "CacheAccountingResult": "ctxkit.compression.prompt_cache",
     "CacheMeter": "ctxkit.compression.prompt_cache",
+    "PrefixCacheOptions": "ctxkit.compression.prefix_cache",
     "CachedTurn": "ctxkit.compression.prompt_cache",
     "ChatSummary": "ctxkit.compression.summary",
     "SummaryOptions": "ctxkit.compression.summary",
