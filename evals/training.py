@@ -34,13 +34,13 @@ example hold a few rows, so padded would take more, smaller optimizer steps than
 
 Per dataset and method: effective tokens per second (real tokens of the timed steps over their
 wall time, after one untimed warm-up step per method; median over :data:`PASSES` passes, the
-methods interleaved so load on a shared machine hits all of them alike; ``spread`` is (max - min) / median of the passes, ``paired_speedup`` the median over
-passes of the ratio to ``padded`` in the same pass; ``--threads``, default
-:data:`THREADS`, torch's CPU threads: one, because on a shared machine two OpenMP threads
-stall at every barrier while another process holds a core, which swamps the differences
-measured), peak memory (CPU: the
-process's peak resident set above its level before the pass, via ``/proc/self/clear_refs``;
-CUDA: ``torch.cuda.max_memory_allocated`` above the allocation before the pass), and the
+methods interleaved so load on a shared machine hits all of them alike; ``spread`` is
+(max - min) / median of the passes, ``paired_speedup`` the median over passes of the ratio to
+``padded`` in the same pass; ``--threads``, default :data:`THREADS`, torch's CPU threads: one,
+because on a shared machine two OpenMP threads stall at every barrier while another process
+holds a core, which swamps the differences measured), peak memory (CPU: the process's peak
+resident set above its level before the pass, via ``/proc/self/clear_refs``; CUDA:
+``torch.cuda.max_memory_allocated`` above the allocation before the pass), and the
 speed-up over ``padded``. Correctness: every example's mean loss, from the logits of a forward
 pass over each method's batches without an optimizer step, equals its loss computed alone
 (float64 on CPU, tolerance :data:`TOLERANCE`); the max difference is reported per method.
