@@ -8,26 +8,39 @@ shared dataset: gsm8k and codealpaca (Alpaca-formatted as :mod:`evals.packing` l
 prompt is everything up to ``### Response:``) and the chat set (conversations as
 :func:`evals.balance.chat_texts` joins them; the first turn is the prompt). Texts are tokenized
 with cl100k_base, ids mapped into the model's vocabulary modulo its size, and cut to
-:data:`MAX_LEN` tokens. Four ways to batch the same examples with the same token budget per
-step (:data:`BUDGET`):
+:data:`MAX_LEN` tokens, TRL's ``SFTConfig`` default ``max_length``. Examples are drawn at
+random until they fill about :data:`STEPS` steps (the chat set, 93 conversations, is repeated
+as epochs). A step is the shape of an SFT step: :data:`WINDOWS` windows of :data:`MAX_LEN`
+tokens, what a per-device batch of that many full rows holds. Four ways to batch the same
+examples:
 
-- ``padded``: random order, a batch takes examples while rows x longest fits the budget,
-  padded to the batch's longest (2-D attention mask);
-- ``length-grouped``: ``ctxkit.length_grouped_batches(batch_tokens=BUDGET, seed=0)``, padded;
-- ``flattening``: random order, examples while their sum fits the budget, collated by
-  transformers' ``DataCollatorWithFlattening`` (padding-free ``[1, T]``, positions restart);
-- ``ctxkit.pack``: ``ctxkit.pack(capacity=BUDGET, layout="flat", seed=0)``, one window a step.
+- ``padded``: what a Hugging Face Trainer user gets from ``DataCollatorWithPadding``: random
+  order, a fixed number of examples per step (:func:`padded_rows`), padded to the step's
+  longest (2-D attention mask);
+- ``length-grouped``: the same rows per step, ``ctxkit.length_grouped_batches`` (sorted by
+  length, batches in random order; ``group_by_length`` does the same within mega-batches),
+  padded;
+- ``flattening``: the padded method's steps collated by transformers'
+  ``DataCollatorWithFlattening`` (TRL's padding-free path: ``[1, T]``, positions restart);
+- ``ctxkit.pack``: ``ctxkit.pack(capacity=MAX_LEN, layout="flat", seed=0)``, :data:`WINDOWS`
+  windows a step, flattened as TRL's packing with padding-free batches does.
+
+Rows per padded step: as many examples as hold a packed step's real tokens on average
+(``WINDOWS * MAX_LEN / mean length``), so every method trains on about the same tokens per
+optimizer step, and tokens per second compare equal optimization work. A user who switches
+to packing keeps their tokens per step (their effective batch size), not their example count;
+the alternative rule, rows x longest within the step's tokens, makes a step with one long
+example hold a few rows, so padded would take more, smaller optimizer steps than packing.
 
 Per dataset and method: effective tokens per second (real tokens of the timed steps over their
-wall time; the first :data:`WARMUP` steps of each pass are not timed; median over
-:data:`PASSES` passes, the methods interleaved so load on a shared machine hits all of them
-alike; ``spread`` is (max - min) / median of the passes, ``paired_speedup`` the median over
-passes of the ratio to ``padded`` in the same pass; ``--threads``, default
-:data:`THREADS`, torch's CPU threads: one, because on a shared machine two OpenMP threads
-stall at every barrier while another process holds a core, which swamps the differences
-measured), peak memory (CPU: the
-process's peak resident set above its level before the pass, via ``/proc/self/clear_refs``;
-CUDA: ``torch.cuda.max_memory_allocated`` above the allocation before the pass), and the
+wall time, after one untimed warm-up step per method; median over :data:`PASSES` passes, the
+methods interleaved so load on a shared machine hits all of them alike; ``spread`` is
+(max - min) / median of the passes, ``paired_speedup`` the median over passes of the ratio to
+``padded`` in the same pass; ``--threads``, default :data:`THREADS`, torch's CPU threads: one,
+because on a shared machine two OpenMP threads stall at every barrier while another process
+holds a core, which swamps the differences measured), peak memory (CPU: the process's peak
+resident set above its level before the pass, via ``/proc/self/clear_refs``; CUDA:
+``torch.cuda.max_memory_allocated`` above the allocation before the pass), and the
 speed-up over ``padded``. Correctness: every example's mean loss, from the logits of a forward
 pass over each method's batches without an optimizer step, equals its loss computed alone
 (float64 on CPU, tolerance :data:`TOLERANCE`); the max difference is reported per method.
@@ -77,8 +90,12 @@ MODEL = {"hidden": 128, "intermediate": 344, "layers": 4, "heads": 2, "kv_heads"
          "vocab": 8192}
 QUICK_MODEL = {"hidden": 64, "intermediate": 172, "layers": 2, "heads": 1, "kv_heads": 1,
                "vocab": 1024}
-BUDGET, MAX_LEN, EXAMPLES, PASSES, WARMUP = 1024, 512, 48, 5, 1
-QUICK = {"budget": 256, "max_len": 128, "examples": 16, "passes": 1, "warmup": 1}
+# The step of an SFT run: TRL's SFTConfig cuts examples to max_length 1024 by default, and a
+# per-device batch of WINDOWS rows of that length is what packing fills per step. STEPS and
+# PASSES keep the full run near 20 minutes on two shared cores (padded chat steps are ~33
+# rows of 1,024 tokens).
+MAX_LEN, WINDOWS, STEPS, PASSES = 1024, 4, 4, 3
+QUICK = {"max_len": 128, "windows": 2, "steps": 4, "passes": 1}
 TOLERANCE, CUDA_TOLERANCE = 1e-5, 5e-2
 THREADS = 1
 RESPONSE = "### Response:\n"
@@ -107,18 +124,33 @@ def _split_chat(text: str) -> tuple[str, str]:
     return head + sep, rest
 
 
-def load_examples(quick: bool, vocab: int, max_len: int, n: int) -> dict[str, list]:
-    """Per dataset, ``n`` examples as ``(token ids, completion mask)`` lists, ids modulo
-    ``vocab`` and cut to ``max_len``; generated lengths when the shared data is absent."""
+def _pick(lengths: list[int], tokens: int, rng) -> list[int]:
+    """Indices in random order until their lengths reach ``tokens``; a set that runs out is
+    taken again in a fresh order (another epoch)."""
+    out, total = [], 0
+    while total < tokens:
+        for i in rng.permutation(len(lengths)):
+            if total >= tokens:
+                break
+            out.append(int(i))
+            total += lengths[i]
+    return out
+
+
+def load_examples(quick: bool, vocab: int, max_len: int, tokens: int) -> dict[str, list]:
+    """Per dataset, examples as ``(token ids, completion mask)`` lists, ids modulo ``vocab``
+    and cut to ``max_len``, drawn at random until they hold ``tokens`` tokens (a set with
+    fewer tokens is repeated, as epochs); generated lengths when the shared data is absent."""
     root = common.data_dir()
     rng = np.random.default_rng(0)
     if root is None:
         out = []
-        for length in np.clip(rng.lognormal(4.5, 0.6, n), 4, max_len).astype(int):
+        for length in np.clip(rng.lognormal(4.5, 0.6, 4 * tokens // 90 + 1), 4,
+                              max_len).astype(int):
             prompt = max(1, int(length * 0.4))
             out.append((rng.integers(3, vocab, length).tolist(),
                         [0] * prompt + [1] * (length - prompt)))
-        return {"synthetic": out}
+        return {"synthetic": [out[i] for i in _pick([len(e[0]) for e in out], tokens, rng)]}
     from ctxkit.io.tokenizers import get_tokenizer
     from evals.balance import chat_texts
 
@@ -131,16 +163,15 @@ def load_examples(quick: bool, vocab: int, max_len: int, n: int) -> dict[str, li
     data = {}
     for name in (("gsm8k",) if quick else DATASETS):
         pairs = [p for p in sources[name]() if p[1].strip()]
-        pick = np.sort(rng.choice(len(pairs), min(n, len(pairs)), replace=False))
-        prompts = tok.encode_batch([pairs[i][0] for i in pick])
-        answers = tok.encode_batch([pairs[i][1] for i in pick])
+        prompts = tok.encode_batch([p[0] for p in pairs])
+        answers = tok.encode_batch([p[1] for p in pairs])
         rows = []
         for p, a in zip(prompts, answers):
             ids = [t % vocab for t in p + a][:max_len]
             mask = ([0] * len(p) + [1] * len(a))[:max_len]
             if sum(mask[1:]):  # at least one target token left after the cut
                 rows.append((ids, mask))
-        data[name] = rows
+        data[name] = [rows[i] for i in _pick([len(r[0]) for r in rows], tokens, rng)]
     return data
 
 
@@ -154,18 +185,19 @@ def example_labels(ids: list[int], mask: list[int]) -> list[int]:
 # --------------------------------------------------------------------------- batching
 
 
-def _greedy(lengths: list[int], order, budget: int, padded: bool) -> list[list[int]]:
-    """Consecutive batches of ``order``: rows x longest (``padded``) or the sum fits ``budget``."""
-    batches, cur, longest, total = [], [], 0, 0
-    for i in order:
-        n = lengths[i]
-        fits = (len(cur) + 1) * max(longest, n) <= budget if padded else total + n <= budget
-        if cur and not fits:
-            batches.append(cur)
-            cur, longest, total = [], 0, 0
-        cur.append(int(i))
-        longest, total = max(longest, n), total + n
-    return batches + ([cur] if cur else [])
+def padded_rows(lengths: list[int], step_tokens: int) -> int:
+    """Rows per padded step: as many examples as hold ``step_tokens`` real tokens on average,
+    so that padded and packed steps train on about the same tokens per optimizer step.
+
+    Example:
+        >>> padded_rows([100, 300, 200], 4096)
+        20
+    """
+    return max(1, round(step_tokens / float(np.mean(lengths))))
+
+
+def _chunks(order, rows: int) -> list[list[int]]:
+    return [[int(i) for i in order[k:k + rows]] for k in range(0, len(order), rows)]
 
 
 def _padded_step(examples, batch: list[int], torch) -> Step:
@@ -195,39 +227,44 @@ def _flattening_steps(examples, batches, varlen: bool, torch) -> list[Step]:
     return steps
 
 
-def _pack_steps(examples, budget: int, varlen: bool, torch) -> list[Step]:
+def _pack_steps(examples, max_len: int, windows: int, varlen: bool, torch) -> list[Step]:
     res = pack([e[0] for e in examples], completion_mask=[e[1] for e in examples],
-               capacity=budget, layout="flat", seed=0)
+               capacity=max_len, layout="flat", seed=0)
     full = res.to_torch()
     cu, rows = res.cu_seqlens.astype(np.int64), res.row_offsets
     owner = np.repeat(res.segment_input, np.diff(cu))
     steps = []
-    for r in range(res.n_windows):
-        a, b = int(cu[rows[r]]), int(cu[rows[r + 1]])
+    for r in range(0, res.n_windows, windows):
+        first, last = rows[r], rows[min(r + windows, res.n_windows)]
+        a, b = int(cu[first]), int(cu[last])
         inputs = {k: full[k][:, a:b] for k in ("input_ids", "labels", "position_ids")}
         if varlen:
-            window_cu = torch.from_numpy((cu[rows[r]:rows[r + 1] + 1] - a).astype(np.int32))
-            longest = int(np.diff(window_cu.numpy()).max())
-            inputs.update(cu_seq_lens_q=window_cu, cu_seq_lens_k=window_cu,
+            step_cu = torch.from_numpy((cu[first:last + 1] - a).astype(np.int32))
+            longest = int(np.diff(step_cu.numpy()).max())
+            inputs.update(cu_seq_lens_q=step_cu, cu_seq_lens_k=step_cu,
                           max_length_q=longest, max_length_k=longest)
         steps.append(Step(inputs, owner[None, a:b], b - a))
     return steps
 
 
-def build_steps(method: str, examples: list, budget: int, *, varlen: bool = False) -> list[Step]:
-    """The optimizer steps of one pass over ``examples`` batched by ``method``."""
+def build_steps(method: str, examples: list, max_len: int, windows: int, *,
+                varlen: bool = False) -> list[Step]:
+    """The optimizer steps of one pass over ``examples`` batched by ``method``, for steps of
+    ``windows`` windows of ``max_len`` tokens (see the module docstring)."""
     import torch
 
     lengths = [len(e[0]) for e in examples]
-    order = np.random.default_rng(0).permutation(len(examples))
+    rows = padded_rows(lengths, windows * max_len)
+    random_rows = _chunks(np.random.default_rng(0).permutation(len(examples)), rows)
     if method == "padded":
-        return [_padded_step(examples, b, torch) for b in _greedy(lengths, order, budget, True)]
+        return [_padded_step(examples, b, torch) for b in random_rows]
     if method == "length-grouped":
-        grouped = length_grouped_batches(lengths, batch_tokens=budget, seed=0)
+        grouped = length_grouped_batches(lengths, batch_tokens=rows * max_len, max_rows=rows,
+                                         seed=0)
         return [_padded_step(examples, b.tolist(), torch) for b in grouped.batches]
     if method == "flattening":
-        return _flattening_steps(examples, _greedy(lengths, order, budget, False), varlen, torch)
-    return _pack_steps(examples, budget, varlen, torch)
+        return _flattening_steps(examples, random_rows, varlen, torch)
+    return _pack_steps(examples, max_len, windows, varlen, torch)
 
 
 # --------------------------------------------------------------------------- model and runs
@@ -256,14 +293,15 @@ def example_losses(model, steps: list[Step], n: int, device) -> np.ndarray:
     import torch
 
     sums, counts = np.zeros(n), np.zeros(n)
+    head = model.get_output_embeddings()
     with torch.no_grad():
         for step in steps:
             inputs = _to(step.inputs, device)
             labels = inputs.pop("labels")
-            logits = model(**inputs, use_cache=False).logits.double()
-            ce = torch.nn.functional.cross_entropy(
-                logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), reduction="none",
-                ignore_index=IGNORE_INDEX).cpu().numpy()
+            hidden = model.model(**inputs, use_cache=False).last_hidden_state
+            ce = torch.cat([torch.nn.functional.cross_entropy(  # one row's logits at a time
+                head(h[:-1]).double(), y[1:], reduction="none", ignore_index=IGNORE_INDEX)
+                for h, y in zip(hidden, labels)]).cpu().numpy()
             owner = step.owner[:, 1:].reshape(-1)
             keep = (labels[:, 1:].flatten() != IGNORE_INDEX).cpu().numpy() & (owner >= 0)
             np.add.at(sums, owner[keep], ce[keep])
@@ -316,7 +354,7 @@ class PeakMemory:
         return False
 
 
-def train_pass(model, state: dict, steps: list[Step], warmup: int, device: str) -> dict:
+def train_pass(model, state: dict, steps: list[Step], device: str) -> dict:
     """Reset ``model`` to ``state`` and train one pass over ``steps`` with a fresh AdamW."""
     import torch
 
@@ -324,7 +362,7 @@ def train_pass(model, state: dict, steps: list[Step], warmup: int, device: str) 
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     seconds, tokens, losses = 0.0, 0, []
     with PeakMemory(device) as mem:
-        for k, step in enumerate(steps):
+        for step in steps:
             inputs = _to(step.inputs, device)
             start = time.perf_counter()
             loss = model(**inputs, use_cache=False).loss
@@ -333,9 +371,8 @@ def train_pass(model, state: dict, steps: list[Step], warmup: int, device: str) 
             opt.zero_grad(set_to_none=True)
             if device == "cuda":
                 torch.cuda.synchronize()
-            if k >= warmup:
-                seconds += time.perf_counter() - start
-                tokens += step.real
+            seconds += time.perf_counter() - start
+            tokens += step.real
             losses.append(float(loss.detach()))
     del opt
     return {"seconds": seconds, "tokens": tokens, "peak_bytes": mem.peak,
@@ -347,33 +384,38 @@ def run_dataset(name: str, examples: list, cfg: dict, device: str) -> list[dict]
 
     cuda = device == "cuda"
     fast = _varlen_attention() if cuda else register_segment_attention()
-    steps = {m: build_steps(m, examples, cfg["budget"], varlen=cuda and m in METHODS[2:])
-             for m in METHODS}
+    steps = {m: build_steps(m, examples, cfg["max_len"], cfg["windows"],
+                            varlen=cuda and m in METHODS[2:]) for m in METHODS}
     attn = {m: fast if m in METHODS[2:] else "sdpa" for m in METHODS}
-    # correctness: per-example losses of every method against each example alone
+    # correctness: every method's per-example losses against each example alone under sdpa
     check_dtype = torch.bfloat16 if cuda else torch.float64
-    checked = {}
-    for impl in dict.fromkeys(attn.values()):
+    alone = [_padded_step(examples, [i], torch) for i in range(len(examples))]
+    checked, ref = {}, None
+    for impl in dict.fromkeys(attn.values()):  # "sdpa" first
         model = make_model(cfg["model"], cfg["max_len"], impl, check_dtype, device)
-        alone = [_padded_step(examples, [i], torch) for i in range(len(examples))]
-        ref = example_losses(model, alone, len(examples), device)
+        if ref is None:
+            ref = example_losses(model, alone, len(examples), device)
         for m in METHODS:
             if attn[m] == impl:
                 got = example_losses(model, steps[m], len(examples), device)
                 checked[m] = float(np.abs(got - ref).max())
         del model
     print(f"{name}: loss check {checked}", file=sys.stderr, flush=True)
-    # speed: methods interleaved within each pass
+    # speed: one untimed warm-up step per method (its smallest), then passes with the
+    # methods interleaved
     dtype = torch.bfloat16 if cuda else torch.float32
     models = {impl: make_model(cfg["model"], cfg["max_len"], impl, dtype, device)
               for impl in dict.fromkeys(attn.values())}
     state = copy.deepcopy(next(iter(models.values())).state_dict())
+    for m in METHODS:
+        train_pass(models[attn[m]], state, [min(steps[m], key=lambda s: s.owner.size)], device)
     passes = {m: [] for m in METHODS}
     for k in range(cfg["passes"]):
         for m in METHODS:
-            passes[m].append(train_pass(models[attn[m]], state, steps[m], cfg["warmup"], device))
+            passes[m].append(train_pass(models[attn[m]], state, steps[m], device))
             print(f"{name} pass {k + 1}: {m} {passes[m][-1]['seconds']:.1f} s",
                   file=sys.stderr, flush=True)
+    rows_per_step = padded_rows([len(e[0]) for e in examples], cfg["windows"] * cfg["max_len"])
     rows = []
     for m in METHODS:
         rates = [p["tokens"] / p["seconds"] for p in passes[m] if p["seconds"] > 0]
@@ -382,6 +424,7 @@ def run_dataset(name: str, examples: list, cfg: dict, device: str) -> list[dict]
         rows.append({
             "dataset": name, "method": m, "attention": attn[m], "examples": len(examples),
             "steps": len(steps[m]), "real_tokens": sum(s.real for s in steps[m]),
+            "rows_per_step": cfg["windows"] if m == "ctxkit.pack" else rows_per_step,
             "batch_tokens": padded_tokens,
             "tokens_per_second": median, "passes_tokens_per_second": rates,
             "spread": (max(rates) - min(rates)) / median if median else None,
@@ -426,8 +469,28 @@ def _fill_bound(rows: list[dict]) -> str:
                      for r in rows if r["method"] == "padded")
 
 
+# Llama-3.2-1B's shape, to put the benchmark model's attention share beside a real model's
+LLAMA_1B = {"hidden": 2048, "intermediate": 8192, "layers": 16, "heads": 32, "kv_heads": 8,
+            "vocab": 128256}
+
+
+def attention_share(shape: dict, context: int) -> float:
+    """Attention FLOPs per token (scores and values over ``context`` keys, 64-dim heads) over
+    the FLOPs of the token's weight matmuls (layers and lm_head), for a Llama of ``shape``.
+
+    Example:
+        >>> round(attention_share(LLAMA_1B, 1024), 3)
+        0.054
+    """
+    h, q, kv = shape["hidden"], shape["heads"] * 64, shape["kv_heads"] * 64
+    layer = h * q * 2 + h * kv * 2 + 3 * h * shape["intermediate"]
+    linear = 2 * (shape["layers"] * layer + h * shape["vocab"])
+    return 4 * context * q * shape["layers"] / linear
+
+
 def markdown(res: dict) -> str:
-    table = [[r["dataset"], r["method"], r["attention"], r["steps"], f"{r['real_tokens']:,}",
+    table = [[r["dataset"], r["method"], r["attention"], r["examples"], r["rows_per_step"],
+              r["steps"], f"{r['real_tokens']:,}",
               f"{r['real_tokens'] / r['batch_tokens']:.0%}",
               f"{r['tokens_per_second']:,.0f}" if r["tokens_per_second"] else "n/a",
               f"{r['spread']:.0%}" if r.get("spread") is not None else "n/a",
@@ -436,36 +499,47 @@ def markdown(res: dict) -> str:
               f"{r['peak_mib']:.0f}",
               f"{r['max_loss_diff']:.1e}"] for r in res["rows"]]
     m, c = res["model"], res["config"]
+    step = c["windows"] * c["max_len"]
     bar = ", ".join(f"{k}: {v:.2f}x" for k, v in res["pack_speedup"].items())
     return (
         "# Training-step benchmark\n\n"
         f"A Llama with random weights (hidden {m['hidden']}, intermediate {m['intermediate']}, "
         f"{m['layers']} layers, {m['heads']} heads of 64 dims, {m['kv_heads']} KV head(s), "
         f"vocab {m['vocab']:,}, cl100k_base ids modulo the vocab) on {res['device']} "
-        f"(torch threads: {res.get('threads', '?')}): forward, backward and AdamW on "
-        f"{c['examples']} examples per dataset (cut to {c['max_len']} tokens), "
-        f"{c['budget']:,} tokens per step, median of {c['passes']} passes (methods interleaved) "
-        f"after {c['warmup']} warm-up step(s) each. `fill`: real tokens / batch tokens. "
+        f"(torch threads: {res.get('threads', '?')}): forward, backward and AdamW. The step "
+        f"of an SFT run: examples cut to {c['max_len']:,} tokens (TRL's default max_length); "
+        f"ctxkit.pack fills {c['windows']} windows of {c['max_len']:,} tokens per step "
+        f"({step:,} tokens, a per-device batch of {c['windows']} rows); padded, length-grouped "
+        "and flattening take a fixed number of examples per step (`rows/step`, as "
+        "`per_device_train_batch_size`) chosen so that their steps hold as many real tokens "
+        f"on average. Examples are drawn at random until about {c['steps']} such steps per "
+        "dataset (a set with fewer tokens is repeated, as epochs); median of "
+        f"{c['passes']} passes (methods interleaved) after one untimed warm-up step per "
+        "method. `fill`: real tokens / batch tokens. "
         "`spread`: (max - min) / median of the passes' tokens/s. `vs padded`: median tokens/s "
         "over padded's; `paired`: median over passes of the ratio to padded in the same pass "
         "(the methods of a pass share the machine's load). `loss diff`: max over examples "
         "of |mean loss in the method's batches - mean loss alone| "
         f"({res['check_dtype']}, tolerance {res['tolerance']:g}).\n\n"
-        + common.md_table(["dataset", "method", "attention", "steps", "real tokens", "fill",
-                           "tokens/s", "spread", "vs padded", "paired", "peak MiB",
-                           "loss diff"], table)
+        + common.md_table(["dataset", "method", "attention", "examples", "rows/step", "steps",
+                           "real tokens", "fill", "tokens/s", "spread", "vs padded", "paired",
+                           "peak MiB", "loss diff"], table)
         + f"\nctxkit.pack over padded: {bar}; losses within tolerance: "
         + f"{'yes' if res['losses_equal'] else 'no'}.\n"
         + ("\nThe padding-free methods attend within each segment (`ctxkit_segments`, "
            "`ctxkit.training.segment_attention`: causal SDPA per segment), as flash-attn's "
            "varlen kernel does on a GPU; transformers' `sdpa` would run them with a "
-           "block-causal mask over the whole step, whose cost grows with the step's token "
-           "budget squared. Everything else in a step (projections, MLP, lm_head and loss, "
-           "which here run on every position, padding included) costs the same per batch "
-           "token, so the speed-up over padded is bounded by padded batch tokens / real "
-           f"tokens ({_fill_bound(res['rows'])}) plus what padded rows spend on masked "
-           "attention and on their extra optimizer steps. Timings on a shared machine are "
-           "noisy; `passes_tokens_per_second` in the JSON has every pass.\n"
+           "block-causal mask over the whole step. The padded methods run `sdpa` with a "
+           "padding mask, so every row attends over the batch's longest. Projections, MLP, "
+           "lm_head and loss cost the same per batch token, padding included, so padded batch "
+           f"tokens / real tokens ({_fill_bound(res['rows'])}) bounds the speed-up from "
+           "them; the rest comes from attention and the extra optimizer steps. This model "
+           "is small, so attention weighs more than in a real one: over a "
+           f"{c['max_len']:,}-token context its attention FLOPs are "
+           f"{attention_share(m, c['max_len']):.2f}x its weight-matmul FLOPs per token, "
+           f"against {attention_share(LLAMA_1B, c['max_len']):.2f}x for Llama-3.2-1B's shape. "
+           "Timings on a shared machine are noisy; `passes_tokens_per_second` in the JSON "
+           "has every pass.\n"
            if res["device"] == "cpu" else "")
         + f"\nCommand: `{res['command']}`.\n"
     )
@@ -516,11 +590,11 @@ def main(argv: list[str] | None = None) -> dict:
 
 def _run(args: argparse.Namespace) -> dict:
     start = time.perf_counter()
-    cfg = dict(QUICK) if args.quick else {"budget": BUDGET, "max_len": MAX_LEN,
-                                          "examples": EXAMPLES, "passes": PASSES,
-                                          "warmup": WARMUP}
+    cfg = dict(QUICK) if args.quick else {"max_len": MAX_LEN, "windows": WINDOWS,
+                                          "steps": STEPS, "passes": PASSES}
     cfg["model"] = QUICK_MODEL if args.quick else MODEL
-    data = load_examples(args.quick, cfg["model"]["vocab"], cfg["max_len"], cfg["examples"])
+    data = load_examples(args.quick, cfg["model"]["vocab"], cfg["max_len"],
+                         cfg["steps"] * cfg["windows"] * cfg["max_len"])
     rows = [r for name, ex in data.items() for r in run_dataset(name, ex, cfg, args.device)]
     cuda = args.device == "cuda"
     tolerance = CUDA_TOLERANCE if cuda else TOLERANCE

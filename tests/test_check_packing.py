@@ -48,10 +48,12 @@ def one_thread():
     torch.set_num_threads(saved)
 
 
-def tiny_model(family: str, attn: str):
+def tiny_model(family: str, attn: str, use_cache: bool = False):
+    """A tiny random model; ``use_cache=False`` as transformers' Trainer configures it."""
     config_cls, model_cls, extra = FAMILIES[family]
     torch.manual_seed(0)
-    config = getattr(transformers, config_cls)(**COMMON, **extra, attn_implementation=attn)
+    config = getattr(transformers, config_cls)(**COMMON, **extra, attn_implementation=attn,
+                                               use_cache=use_cache)
     return getattr(transformers, model_cls)(config).eval()
 
 
@@ -84,7 +86,7 @@ def _assert_leak(res, cause):
     assert res.leaking or cause == "separator"
     word = {"positions": "position_ids", "mask_2d": "all-ones 2-D attention_mask",
             "labels_cross": "labels are not -100", "prompt_loss": "prompt token",
-            "separator": "separator"}[cause]
+            "separator": "separator", "use_cache": "called with use_cache=True"}[cause]
     assert word in res.reason
     for seg in res.leaking:
         assert word in seg.reason
@@ -213,6 +215,21 @@ def test_a_4d_mask_that_lets_segments_see_each_other(llama):
 
 def _assert_any(res, cause):
     assert res.verdict == "leak" and cause in res.causes, (res.causes, res.reason)
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_a_model_configured_with_the_kv_cache(data, attn):
+    """config.use_cache on (transformers' default) builds a cache in a training loop's
+    model(**batch), which turns off packed-sequence detection: a correct batch leaks."""
+    seqs, _ = data
+    model = tiny_model("llama", attn, use_cache=True)
+    res = check_packing(model, _flat(seqs))
+    _assert_leak(res, "use_cache")
+    assert res.causes == ["use_cache"] and len(res.leaking) == len(seqs) - 1  # all but first
+    # a 4-D block mask needs no detection: the cache changes nothing there
+    assert check_packing(model, pack(seqs, capacity=24, seed=1)).verdict == "ok"
+    model.config.use_cache = False  # what the reason says to do
+    assert check_packing(model, _flat(seqs)).verdict == "ok"
 
 
 def test_training_mode_is_restored(llama):

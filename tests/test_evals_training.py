@@ -60,9 +60,15 @@ def test_quick_run_writes_every_method(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("method", training.METHODS)
-def test_batches_respect_the_budget_and_keep_every_token(examples, method):
-    steps = training.build_steps(method, examples, 128)
-    assert all(s.owner.size <= 128 for s in steps)
+def test_steps_have_the_sft_shape_and_keep_every_token(examples, method):
+    steps = training.build_steps(method, examples, 64, 2)
+    rows = training.padded_rows([len(e[0]) for e in examples], 128)
+    if method == "ctxkit.pack":  # two windows of 64 a step
+        assert all(s.owner.size <= 128 for s in steps)
+        assert all(s.owner.size > 64 for s in steps[:-1])  # more than one window
+    else:  # a fixed number of examples a step, the last one may be short
+        per_step = [len(set(s.owner[s.owner >= 0].tolist())) for s in steps]
+        assert per_step[:-1] == [rows] * (len(steps) - 1) and 0 < per_step[-1] <= rows
     owners = np.concatenate([s.owner.reshape(-1) for s in steps])
     counts = np.bincount(owners[owners >= 0], minlength=len(examples))
     assert counts.tolist() == [len(e[0]) for e in examples]
@@ -71,7 +77,7 @@ def test_batches_respect_the_budget_and_keep_every_token(examples, method):
 @pytest.mark.parametrize("method", training.METHODS)
 def test_per_example_losses_equal_alone(model, examples, method):
     ref = _reference(model, examples)
-    got = training.example_losses(model, training.build_steps(method, examples, 128),
+    got = training.example_losses(model, training.build_steps(method, examples, 64, 2),
                                   len(examples), "cpu")
     assert np.abs(got - ref).max() <= training.TOLERANCE
 
@@ -79,14 +85,14 @@ def test_per_example_losses_equal_alone(model, examples, method):
 @pytest.mark.parametrize("method", ["flattening", "ctxkit.pack"])
 def test_per_segment_attention_losses_equal_alone(model, segment_model, examples, method):
     """The attention the benchmark gives the padding-free methods on CPU keeps examples apart."""
-    got = training.example_losses(segment_model, training.build_steps(method, examples, 128),
+    got = training.example_losses(segment_model, training.build_steps(method, examples, 64, 2),
                                   len(examples), "cpu")
     assert np.abs(got - _reference(model, examples)).max() <= training.TOLERANCE
 
 
 def test_loss_check_catches_contamination(model, examples):
     """Control: packed windows without restarting positions attend across examples."""
-    steps = training.build_steps("ctxkit.pack", examples, 128)
+    steps = training.build_steps("ctxkit.pack", examples, 64, 2)
     for s in steps:
         s.inputs.pop("position_ids")
     got = training.example_losses(model, steps, len(examples), "cpu")

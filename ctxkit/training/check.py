@@ -1,20 +1,24 @@
 """Does this trainer keep packed segments apart? Run the model packed and each segment alone.
 
 :func:`check_packing` calls the user's causal LM on a packed batch exactly as a trainer would
-(the batch's own keys, the model's configured attention implementation, ``use_cache=False``),
-then on every segment alone (unpacked, positions from the batch's start value, 0 as a rule).
-Per segment it reports the largest absolute logit difference and the loss difference; a
-segment whose numbers differ by more than ``atol`` *leaks*. The loss of a segment counts every
-label inside it, its first token included: packed, a label there is predicted from the
-previous segment's last token, which alone is impossible, so a label that crosses a boundary
-shows as a loss difference. The reference loss trains only on what it should: labels on a
-segment's first token and, when a completion mask or prompt lengths are given, on prompt
-tokens are left out.
+(the batch's own keys, the model's configured attention implementation, and its configured
+``use_cache``: a training loop calls ``model(**batch)``), then on every segment alone
+(unpacked, positions from the batch's start value, 0 as a rule). Per segment it reports the
+largest absolute logit difference and the loss difference; a segment whose numbers differ by
+more than ``atol`` *leaks*. The loss of a segment counts every label inside it, its first token
+included: packed, a label there is predicted from the previous segment's last token, which
+alone is impossible, so a label that crosses a boundary shows as a loss difference. The
+reference loss trains only on what it should: labels on a segment's first token and, when a
+completion mask or prompt lengths are given, on prompt tokens are left out.
 
 The numbers decide whether segments leak; :mod:`ctxkit.training.diagnose` inspects the batch
 to say why (positions that do not restart, an all-ones 2-D mask, labels across a boundary,
 loss on prompts, a missing separator). A missing separator changes no logit, so it alone is
-decided by inspection. ``docs/check_packing.md`` describes each cause and its fix.
+decided by inspection. With ``model.config.use_cache`` on, transformers builds a KV cache,
+which turns its packed-sequence detection off; the packed batch then runs once more with
+``use_cache=False``, and logits that differ name that cause (``use_cache``; transformers'
+``Trainer`` sets the config from ``TrainingArguments.use_cache``, False by default).
+``docs/check_packing.md`` describes each cause and its fix.
 
 Example:
     >>> opts = CheckPackingOptions(separator_id=2)
@@ -34,7 +38,7 @@ import numpy as np
 from ctxkit.errors import InputError
 from ctxkit.options import OptionSet, bad_option
 from ctxkit.packing.collate import IGNORE_INDEX, PackResult
-from ctxkit.training.diagnose import BY_INSPECTION, PackingCause, diagnose
+from ctxkit.training.diagnose import BY_INSPECTION, PackingCause, cache_cause, diagnose
 from ctxkit.training.packed_batch import BatchView, Segment, view_batch
 
 __all__ = ["CheckPackingOptions", "CheckPackingResult", "SegmentCheck", "check_packing"]
@@ -169,14 +173,20 @@ def _model_state(model: Any) -> tuple[Any, Any, str]:
     return param.device, param.dtype, impl
 
 
-def _forward(model: Any, inputs: dict[str, Any], device: Any):
+def _forward(model: Any, inputs: dict[str, Any], device: Any, *, as_configured: bool = False):
+    """The model's output on ``inputs``; ``use_cache=False`` unless ``as_configured`` (the
+    model's config decides, as in a training loop's ``model(**batch)``)."""
     import torch
 
     moved = {k: v.to(device) if isinstance(v, torch.Tensor) else
              torch.as_tensor(np.asarray(v)).to(device) if isinstance(v, (list, np.ndarray)) else v
              for k, v in inputs.items()}
     with torch.no_grad():
-        return model(**moved, use_cache=False)
+        return model(**moved) if as_configured else model(**moved, use_cache=False)
+
+
+def _uses_cache(model: Any) -> bool:
+    return bool(getattr(getattr(model, "config", None), "use_cache", False))
 
 
 def _token_losses(logits: Any, labels: np.ndarray) -> np.ndarray:
@@ -248,8 +258,12 @@ def _check_one(model, view: BatchView, b: int, first_index: int, causes: list[Pa
         raise InputError(f"batch {b}: input_ids hold ids outside the model's vocabulary "
                          f"(0..{vocab - 1}): {int(view.input_ids.min())}.."
                          f"{int(view.input_ids.max())}")
-    out = _forward(model, view.inputs, device)
+    out = _forward(model, view.inputs, device, as_configured=True)
     logits = out.logits.reshape(*view.input_ids.shape, -1)
+    if _uses_cache(model):  # does the KV cache the config asks for change the logits?
+        plain = _forward(model, view.inputs, device).logits.reshape(logits.shape)
+        if not float((plain.float() - logits.float()).abs().max()) <= atol:
+            causes.append(cache_cause())
     if getattr(out, "loss", None) is not None:
         totals.batch_losses.append(float(out.loss))
     base = int(view.position_ids[view.segments[0].row, view.segments[0].start]) \
@@ -364,7 +378,8 @@ def check_packing(
         >>> _ = torch.manual_seed(0)
         >>> model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
         ...     vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        ...     num_attention_heads=2, num_key_value_heads=1, attn_implementation="sdpa"))
+        ...     num_attention_heads=2, num_key_value_heads=1, attn_implementation="sdpa",
+        ...     use_cache=False))  # as transformers' Trainer sets it
         >>> batch = pack([[3, 4, 5], [6, 7], [8, 9, 10, 11]], capacity=8, layout="flat")
         >>> res = check_packing(model, batch)
         >>> res.verdict, len(res.segments)

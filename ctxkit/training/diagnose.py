@@ -15,7 +15,9 @@ one-line message and the segments it concerns (empty: the whole batch):
 - ``labels_cross``: a label that is not -100 on a segment's first token: the loss predicts it
   from the previous segment's last token;
 - ``prompt_loss``: labels on tokens the completion mask (or prompt length) says are prompt;
-- ``separator``: a segment that does not end with the separator the batch claims.
+- ``separator``: a segment that does not end with the separator the batch claims;
+- ``use_cache``: the model's config turns the KV cache on, which turns the packed-sequence
+  detection off (found by running the model with and without it, :func:`cache_cause`).
 
 Example:
     >>> from ctxkit.training.packed_batch import view_batch
@@ -35,10 +37,10 @@ import numpy as np
 from ctxkit.packing.collate import IGNORE_INDEX
 from ctxkit.training.packed_batch import BatchView
 
-__all__ = ["BY_INSPECTION", "CAUSES", "PackingCause", "diagnose"]
+__all__ = ["BY_INSPECTION", "CAUSES", "PackingCause", "cache_cause", "diagnose"]
 
 CAUSES = ("positions", "mask_2d", "mask_4d", "mask_bool_eager", "labels_cross", "prompt_loss",
-          "separator")
+          "separator", "use_cache")
 # causes that change no logit or loss term, so only inspection can find them
 BY_INSPECTION = ("separator",)
 _BLOCKED = -1e3  # an additive mask entry at or below this gives the key no weight
@@ -151,6 +153,20 @@ def _separator(view: BatchView, separator_id: int | None) -> PackingCause | None
     return PackingCause("separator", f"{_which(bad)} do{'es' if len(bad) == 1 else ''} not end "
                         f"with the separator {separator_id} the batch claims, so nothing marks "
                         "where those examples end", tuple(bad))
+
+
+def cache_cause() -> PackingCause:
+    """The cause when the packed logits differ with the model's configured KV cache on and off.
+
+    Example:
+        >>> cache_cause().message.split(":")[0]
+        'the model is called with use_cache=True (model.config.use_cache)'
+    """
+    return PackingCause("use_cache", "the model is called with use_cache=True "
+                        "(model.config.use_cache): transformers then builds a KV cache, which "
+                        "turns off its packed-sequence detection, so sdpa and eager attend "
+                        "across segments; set model.config.use_cache = False (transformers' "
+                        "Trainer does, from TrainingArguments.use_cache) or pass use_cache=False")
 
 
 def diagnose(view: BatchView, attn_implementation: str, *,
