@@ -337,6 +337,23 @@ def test_command_passes_text_and_token_records(model_dir, tmp_path, capsys):
     assert check_packing_command(model_dir, tokens, capacity=8, separator="none") == 0
 
 
+def test_command_runs_the_batch_as_a_trainer_does(model_dir, tmp_path, capsys):
+    """A saved config says ``use_cache: true`` (how the model generates); the command trains
+    without the cache unless ``--use-cache`` asks for it, which leaks and names the cause."""
+    import shutil
+
+    saved = tmp_path / "saved"
+    shutil.copytree(model_dir, saved)
+    config = json.loads((saved / "config.json").read_text())
+    config["use_cache"] = True
+    (saved / "config.json").write_text(json.dumps(config))
+    texts = _write(tmp_path / "t.jsonl", [{"text": _text(n, n)} for n in (5, 9, 4)])
+    assert check_packing_command(saved, texts, capacity=32) == 0
+    capsys.readouterr()
+    assert check_packing_command(saved, texts, capacity=32, use_cache=True) == 1
+    assert "use_cache" in capsys.readouterr().out
+
+
 def test_command_exits_1_on_a_leak(model_dir, tmp_path, capsys):
     """An attention kernel that ignores the segment boundaries: every later segment leaks."""
     from transformers import AttentionInterface

@@ -35,6 +35,9 @@ def check_packing_cmd(
     attn: Annotated[str | None, typer.Option(
         "--attn", help="Attention implementation to check (default: the model's own).")
     ] = None,
+    use_cache: Annotated[bool, typer.Option(
+        "--use-cache", help="Run the packed batch with the KV cache on, as a training loop "
+                            "that leaves the model's use_cache config on would.")] = False,
 ) -> None:
     """Run the model on packed records and on each record alone; exit 1 if segments leak.
 
@@ -46,6 +49,7 @@ def check_packing_cmd(
     code = check_packing_command(model, input_path, capacity=capacity, field=field,
                                  template=template, separator=separator, layout=layout,
                                  max_records=max_records, atol=atol,
-                                 attn_implementation=attn, console=out)
+                                 attn_implementation=attn, use_cache=use_cache,
+                                 console=out)
     if code:
         raise typer.Exit(code)

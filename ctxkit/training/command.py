@@ -26,13 +26,18 @@ from ctxkit.training.check import CheckPackingResult, check_packing
 __all__ = ["check_packing_command", "load_sequences", "render_check"]
 
 
-def _load_model(model_dir: Path, attn_implementation: str | None) -> Any:
+def _load_model(model_dir: Path, attn_implementation: str | None, use_cache: bool) -> Any:
     from transformers import AutoModelForCausalLM
 
     kwargs = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
     try:
-        return AutoModelForCausalLM.from_pretrained(str(model_dir), local_files_only=True,
-                                                    **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(str(model_dir), local_files_only=True,
+                                                     **kwargs)
+        # a saved config says how the model generates (use_cache: true); a training step runs
+        # without the KV cache unless the trainer is told otherwise, and the check runs the
+        # batch as the trainer will
+        model.config.use_cache = use_cache
+        return model
     except (OSError, ValueError, KeyError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"cannot load a causal LM from {model_dir} without the network: "
@@ -175,14 +180,17 @@ def check_packing_command(
     max_records: int = 32,
     atol: float | None = None,
     attn_implementation: str | None = None,
+    use_cache: bool = False,
     console: Any = None,
 ) -> int:
     """Check that ``model_dir``'s model keeps ctxkit's packed segments of ``input_path`` apart.
 
     ``separator`` is ``eos``, ``none`` or a token id; ``layout`` is ``flat`` or ``padded``;
     records beyond ``max_records`` are not read; longer records are truncated to
-    ``capacity``. ``attn_implementation`` overrides the model's configured one. Returns 0 on
-    pass, 1 on a leak, 2 on bad input.
+    ``capacity``. ``attn_implementation`` overrides the model's configured one; ``use_cache``
+    runs the batch with the KV cache on, as a training loop that does not turn it off would
+    (off by default, as transformers' and TRL's trainers train). Returns 0 on pass, 1 on a
+    leak, 2 on bad input.
 
     Example:
         >>> check_packing_command("/no/such/model", "data.jsonl", capacity=512)
@@ -202,7 +210,7 @@ def check_packing_command(
         tokenizer = HFTokenizer.load(model_path, name=str(model_path)) \
             if (model_path / "tokenizer_config.json").exists() or \
             (model_path / "tokenizer.json").exists() else None
-        model = _load_model(model_path, attn_implementation)
+        model = _load_model(model_path, attn_implementation, use_cache)
         seqs, masks = load_sequences(input_path, tokenizer, field=field, template=template,
                                      limit=max_records)
         if not seqs:
