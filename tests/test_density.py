@@ -129,3 +129,20 @@ def test_bad_density_options_are_option_errors(kw):
     with pytest.raises(OptionError, match=next(iter(kw))):
         density(["a b c", "d e f"], **kw)
     assert density(["a b c"], options=DensityOptions(n=2), scorer=None).texts
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["a", "b", " ", ".", "!", "cat ", "sat ", "Mat "]),
+                         max_size=12).map("".join), max_size=8))
+def test_near_duplicates_shortcut_equals_the_dedup_pipeline(texts):
+    """Texts that share no shingle skip the pipeline; the answer is the pipeline's either
+    way (near-duplicates, exact copies up to case and punctuation, texts that normalize to
+    nothing)."""
+    from ctxkit.compression.density import near_duplicates
+    from ctxkit.deduplication.pipeline import dedup
+
+    if not texts:
+        return
+    want = dedup(list(texts), method=["exact", "minhash"], threshold={"minhash": 0.8},
+                 keep="first", punctuation=True, unit="word", ngram=3).duplicate_of
+    assert near_duplicates(texts) == [int(d) for d in want]

@@ -169,11 +169,32 @@ def near_duplicates(texts: Sequence[str], threshold: float = 0.8) -> list[int]:
         raise InputError(f"threshold must be in (0, 1], got {threshold}")
     if not texts:
         return []
+    if _no_shared_shingle(texts):
+        return [-1] * len(texts)
     methods = ["exact"] if threshold >= 1.0 else ["exact", "minhash"]
     options = {} if threshold >= 1.0 else {"unit": "word", "ngram": 3}
     res = dedup(list(texts), method=methods, threshold={"minhash": threshold}, keep="first",
                 punctuation=True, **options)
     return [int(d) for d in res.duplicate_of]
+
+
+def _no_shared_shingle(texts: Sequence[str]) -> bool:
+    """Whether no two of ``texts`` can be duplicates: no word 3-gram shingle (after the
+    normalization :func:`near_duplicates` uses) is in two of them, and at most one has none
+    (texts that normalize to nothing are exact duplicates of each other). MinHash only pairs
+    texts whose shingle sets meet, so the answer is then all -1 without running the dedup
+    pipeline, whose fixed cost dominates on the few sentences of one chat turn."""
+    from ctxkit.deduplication.normalize import Normalization
+    from ctxkit.deduplication.signatures import hash_values
+
+    values, offsets = hash_values(texts, ngram=3, unit="word",
+                                  normalization=Normalization(punctuation=True))
+    sizes = np.diff(offsets)
+    if int(np.count_nonzero(sizes == 0)) > 1:
+        return False
+    owner = np.repeat(np.arange(len(texts)), sizes)
+    distinct = np.unique(np.stack([values.astype(np.uint64), owner.astype(np.uint64)]), axis=1)
+    return len(np.unique(distinct[0])) == distinct.shape[1]
 
 
 def _clusters(dup: list[int], tokens: list[int], top: int) -> list[dict[str, Any]]:
