@@ -99,13 +99,19 @@ def mentions(texts: Sequence[str], names: Sequence[str | None]) -> np.ndarray:
         ...          "Army"]).tolist()
         [[True, False, True]]
     """
-    keys = [normalise(n) if n else None for n in names]
-    norm = [normalise(t) for t in texts]
+    # names indexed by their first word: each text is read once, whatever the number of names
+    by_first: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
+    for j, name in enumerate(names):
+        words = tuple(normalise(name).split()) if name else ()
+        if words:
+            by_first.setdefault(words[0], []).append((j, words))
     out = np.zeros((len(texts), len(names)), dtype=bool)
-    for j, key in enumerate(keys):
-        if key is None or key == "  ":
-            continue
-        out[:, j] = [key in t for t in norm]
+    for i, text in enumerate(texts):
+        words = normalise(text).split()
+        for k, w in enumerate(words):
+            for j, key in by_first.get(w, ()):
+                if tuple(words[k:k + len(key)]) == key:
+                    out[i, j] = True
     return out
 
 
