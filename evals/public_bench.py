@@ -11,6 +11,9 @@ benchmarks import them):
   among the kept messages, whole or shortened (:func:`locomo_retained`).
 - **Key-value JSON** (:func:`load_kv`): 75 UUID pairs as indented JSON; retained when the value
   survives intact (:func:`kv_retained`).
+- **HotpotQA, 10 paragraphs** (:func:`load_hotpot`): the paragraphs as chunks ``"<title>:
+  <sentences>"``, the question as query; retained when *every* supporting-fact sentence survives
+  (:func:`hotpot_retained`, normalised as for NQ, then containment).
 
 Baselines (:func:`top_units`, :func:`top_messages`): keep-recent, BM25 (``bm25s``), dense
 all-MiniLM-L6-v2 (sentence-transformers) and first units, each filling the same budget the same
@@ -40,6 +43,7 @@ from ctxkit.compression.chat import count_chat_tokens
 
 __all__ = [
     "BASELINES",
+    "HotpotCase",
     "KvCase",
     "LocomoConversation",
     "LocomoQuestion",
@@ -48,7 +52,9 @@ __all__ = [
     "bm25_available",
     "bm25_ranking",
     "dense_ranking",
+    "hotpot_retained",
     "kv_retained",
+    "load_hotpot",
     "load_kv",
     "load_locomo",
     "load_nq",
@@ -227,6 +233,46 @@ def load_kv(bench: Path, n: int | None = None) -> list[KvCase]:
 def kv_retained(text: str, value: str) -> bool:
     """True when the value survives intact."""
     return value in text
+
+
+# ---------------------------------------------------------------------------------------------
+# HotpotQA
+
+
+@dataclass
+class HotpotCase:
+    """One HotpotQA question, its paragraphs as chunks and its supporting-fact sentences."""
+
+    question: str
+    answer: str
+    kind: str  # bridge | comparison
+    chunks: list[str]  # "<title>: <sentences joined by a space>"
+    support: list[str]  # the supporting-fact sentences, stripped
+    gold: list[int]  # the chunks holding them
+
+
+def load_hotpot(bench: Path, n: int | None = None) -> list[HotpotCase]:
+    """The first ``n`` HotpotQA cases (all when ``n`` is None), as the bench README defines
+    the task."""
+    rows = _jsonl_gz(bench / "hotpot_dev.jsonl.gz")
+    rows = rows if n is None else rows[:n]
+    out = []
+    for r in rows:
+        titles = [t for t, _ in r["context"]]
+        sents = {t: [x.strip() for x in ss] for t, ss in r["context"]}
+        chunks = [f"{t}: {' '.join(sents[t])}" for t in titles]
+        facts = [(t, int(i)) for t, i in r["supporting_facts"]]
+        support = [sents[t][i] for t, i in facts if sents[t][i]]
+        gold = sorted({titles.index(t) for t, _ in facts})
+        out.append(HotpotCase(r["question"], str(r["answer"]), r["type"], chunks, support,
+                              gold))
+    return out
+
+
+def hotpot_retained(text: str, support: Sequence[str]) -> bool:
+    """True when every supporting sentence survives in ``text`` (both normalised)."""
+    norm = normalize_answer(text)
+    return all(normalize_answer(s) in norm for s in support)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """Compression on public benchmarks, beside the retrieval baselines a user would write instead.
 
-The three tasks of ``shared/data/bench/README.md`` (dev half; loaders and retention measures in
+The four tasks of ``shared/data/bench/README.md`` (dev half; loaders and retention measures in
 :mod:`evals.public_bench`): NQ-open with 20 passages (answer string kept), LoCoMo chats through
-``compress_chat`` (every evidence turn kept) and key-value JSON (value kept), each at 1/2, 1/4
-and 1/8 of the input's tokens. Methods, side by side in one run:
+``compress_chat`` (every evidence turn kept), key-value JSON (value kept) and HotpotQA with 10
+paragraphs (every supporting sentence kept), each at 1/2, 1/4 and 1/8 of the input's tokens.
+Methods, side by side in one run:
 
 - ctxkit with no arguments beyond the budget and the query (``compress(chunks, budget,
   query=q)``; ``compress_chat(messages, budget)`` with the question as the last user message),
@@ -12,7 +13,9 @@ and 1/8 of the input's tokens. Methods, side by side in one run:
 - BM25 top units (``bm25s``, from the ``[bench]`` extra; its rows are skipped without it),
   MiniLM top units (sentence-transformers, the bundled all-MiniLM-L6-v2, normalised), first
   units, and for chats keep-recent (LangChain ``trim_messages(strategy="last")``). Units are
-  passages, turns and JSON lines; each baseline fills the budget as ctxkit is counted.
+  passages, turns and JSON lines; each baseline fills the budget as ctxkit is counted;
+- the oracle: the evidence alone (the gold passage, the evidence turns with the question, the
+  key's JSON line, the supporting sentences), retained when it fits the budget: the ceiling.
 
 A table of cold-call latency per 1k tokens at 1k, 10k and 100k input tokens
 (:func:`cold_latency`) follows.
@@ -22,7 +25,8 @@ over the budget (must be 0) and median milliseconds per 1k input tokens of a col
 caches; on chats the first question of each conversation, later questions reuse the turn
 embeddings as an application keeping one scorer, or ``ChatMemory``, would).
 
-Run: ``python -m evals.public_compression [--quick] [--out DIR] [--nq N] [--locomo N] [--kv N]``.
+Run: ``python -m evals.public_compression [--quick] [--out DIR] [--nq N] [--locomo N] [--kv N]
+[--hotpot N] [--tasks nq,kv,locomo,hotpot]``.
 Writes ``public_compression.json``, ``.md`` and ``.png`` into ``--out``.
 """
 
@@ -52,7 +56,9 @@ RATIOS = (1 / 2, 1 / 4, 1 / 8)
 DEFAULT = "ctxkit default"
 TASKS = {"nq": "NQ-open, 20 passages (answer kept)",
          "locomo": "LoCoMo chats (all evidence turns kept)",
-         "kv": "key-value JSON, 75 pairs (value kept)"}
+         "kv": "key-value JSON, 75 pairs (value kept)",
+         "hotpot": "HotpotQA, 10 paragraphs (all supporting sentences kept)"}
+ORACLE = "oracle (evidence alone)"
 
 
 def _rname(r: float) -> str:
@@ -111,13 +117,20 @@ def _ctxkit_methods(scorers: list[str]) -> dict[str, str | None]:
 # chunks: NQ passages and the key-value JSON
 
 
-def chunk_task(cases: list[tuple[Any, str, Callable[[str], bool], list[str], str]],
+def chunk_task(cases: list[tuple[Any, str, Callable[[str], bool], list[str], str, str]],
                scorers: list[str], limits: dict[str, int], tok) -> dict[str, Any]:
-    """``cases``: (input for compress, query, retained(text), baseline units, unit separator)."""
+    """``cases``: (input for compress, query, retained(text), baseline units, unit separator,
+    the evidence alone)."""
     tally = Tally()
     methods = _ctxkit_methods(scorers)
-    for c, (inp, query, retained, units, sep) in enumerate(cases):
+    for c, (inp, query, retained, units, sep, evidence) in enumerate(cases):
         original = tok.count(inp if isinstance(inp, str) else "\n\n".join(inp))
+        used = tok.count(evidence)
+        for ratio in RATIOS:
+            budget = int(original * ratio)
+            fits = used <= budget
+            tally.add(ORACLE, ratio, fits and retained(evidence), used if fits else 0, budget,
+                      original)
         for name, scorer in methods.items():
             if c >= limits.get(scorer or "", len(cases)):
                 continue
@@ -154,15 +167,27 @@ def nq_cases(bench, n: int) -> list:
     for case in pb.load_nq(bench, n):
         answers = case.answers
         out.append((case.passages, case.question,
-                    lambda text, a=answers: pb.nq_retained(text, a), case.passages, "\n\n"))
+                    lambda text, a=answers: pb.nq_retained(text, a), case.passages, "\n\n",
+                    case.passages[case.gold]))
     return out
 
 
 def kv_cases(bench, n: int) -> list:
     out = []
     for case in pb.load_kv(bench, n):
+        lines = case.text.split("\n")
         out.append((case.text, case.query, lambda text, v=case.value: pb.kv_retained(text, v),
-                    case.text.split("\n"), "\n"))
+                    lines, "\n", next(x for x in lines if case.value in x)))
+    return out
+
+
+def hotpot_cases(bench, n: int | None) -> list:
+    """HotpotQA as chunks; the oracle is the supporting sentences joined by spaces."""
+    out = []
+    for case in pb.load_hotpot(bench, n):
+        out.append((case.chunks, case.question,
+                    lambda text, s=case.support: pb.hotpot_retained(text, s), case.chunks,
+                    "\n\n", " ".join(case.support)))
     return out
 
 
@@ -187,6 +212,12 @@ def locomo_task(convs: list[pb.LocomoConversation], scorers: list[str], limits: 
                   file=sys.stderr, flush=True)
             msgs = pb.locomo_messages(conv, q)
             original = count_chat_tokens(msgs, tokenizer=tok)
+            evidence = count_chat_tokens([msgs[i] for i in q.evidence] + msgs[-1:],
+                                         tokenizer=tok)
+            for ratio in RATIOS:
+                budget = int(original * ratio)
+                fits = evidence <= budget
+                tally.add(ORACLE, ratio, fits, evidence if fits else 0, budget, original)
             for name, scorer in methods.items():
                 if done[name] >= limits.get(scorer or "", 10**9):
                     continue
@@ -256,7 +287,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines += ["Share of cases whose evidence survives (dev half of `shared/data/bench`), "
               "achieved ratio at 1/4, worst overshoot over the budget, and median ms per 1k "
               "input tokens of a cold call. `ctxkit default`: no argument beyond the budget "
-              "and the query.", ""]
+              "and the query; `oracle`: the evidence alone, kept when it fits the budget (the "
+              "ceiling).", ""]
     for task, title in TASKS.items():
         res = report["tasks"].get(task)
         if not res:
@@ -266,13 +298,15 @@ def markdown(report: dict[str, Any]) -> str:
                   "| method | " + " | ".join(f"kept @ {_rname(r)}" for r in RATIOS)
                   + " | ratio @ 1/4 | overshoot | ms / 1k tokens |",
                   "|---|" + "---:|" * (len(RATIOS) + 3)]
-        best = {r: max(v["retention"][_rname(r)] for v in res.values()) for r in RATIOS}
-        for m, v in res.items():
+        best = {r: max(v["retention"][_rname(r)] for m, v in res.items() if m != ORACLE)
+                for r in RATIOS}
+        # the oracle is the ceiling, not a method: last, never bold
+        for m, v in sorted(res.items(), key=lambda kv: kv[0] == ORACLE):
             name = m if v["cases"] == n else f"{m} (first {v['cases']})"
             cells = []
             for r in RATIOS:
                 x = v["retention"][_rname(r)]
-                cells.append(f"**{x:.2f}**" if x == best[r] else f"{x:.2f}")
+                cells.append(f"**{x:.2f}**" if x == best[r] and m != ORACLE else f"{x:.2f}")
             ms = v["ms_per_1k_tokens"]
             lines.append(f"| {name} | " + " | ".join(cells)
                          + f" | {v['achieved_ratio']['1/4']:.3f} | {v['overshoot_tokens']} | "
@@ -342,12 +376,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--locomo", type=int, default=24,
                     help="LoCoMo questions drawn per conversation (0: all)")
     ap.add_argument("--kv", type=int, default=100, help="key-value cases (the first N)")
+    ap.add_argument("--hotpot", type=int, default=0, help="HotpotQA cases (the first N; 0: all)")
     ap.add_argument("--scorers", default=None,
                     help="named scorers besides the defaults (default idf, plus lm when the "
                          "[lm] extra is installed)")
     ap.add_argument("--lm-cases", type=int, default=10, help="cases per task for lm")
     ap.add_argument("--tasks", default=",".join(TASKS),
-                    help="comma-separated tasks to run (default all: nq,kv,locomo)")
+                    help="comma-separated tasks to run (default all: nq,kv,locomo,hotpot)")
     ap.add_argument("--cross-encoder", type=Path, default=None, metavar="DIR",
                     help="a local cross-encoder reranker: adds the cross-encoder:DIR scorer")
     ap.add_argument("--seed", type=int, default=0)
@@ -358,7 +393,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ce_note = cross_encoder_scorer(args.cross_encoder, scorers)
     command = ("python -m evals.public_compression" + (" --quick" if args.quick else "")
                + "".join(f" --{k.replace('_', '-')} {getattr(args, k)}" for k, d in
-                         (("nq", 150), ("locomo", 24), ("kv", 100), ("scorers", None),
+                         (("nq", 150), ("locomo", 24), ("kv", 100), ("hotpot", 0),
+                          ("scorers", None),
                           ("lm_cases", 10), ("tasks", ",".join(TASKS)))
                          if getattr(args, k) != d and not args.quick))
     report: dict[str, Any] = {"quick": args.quick, "command": command, "tasks": {},
@@ -379,10 +415,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         pb.dense_ranking(["warm up"], "warm")
         if args.quick:
             scorers = scorers[:1]
-            nq, kv = nq_cases(bench, 2), kv_cases(bench, 2)
+            nq, kv, hotpot = nq_cases(bench, 2), kv_cases(bench, 2), hotpot_cases(bench, 2)
             convs = quick_locomo(pb.load_locomo(bench))
         else:
             nq, kv = nq_cases(bench, args.nq), kv_cases(bench, args.kv)
+            hotpot = hotpot_cases(bench, args.hotpot or None)
             convs = pb.load_locomo(bench, args.locomo or None, args.seed)
         wanted = set(args.tasks.split(","))
         if wanted - set(TASKS):
@@ -395,6 +432,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             report["tasks"]["kv"] = chunk_task(kv, scorers, limits, tok)
         if "locomo" in wanted:
             report["tasks"]["locomo"] = locomo_task(convs, scorers, limits, tok)
+        if "hotpot" in wanted:
+            print("hotpot ...", file=sys.stderr, flush=True)
+            report["tasks"]["hotpot"] = chunk_task(hotpot, scorers, limits, tok)
         if not args.quick:
             print("cold latency ...", file=sys.stderr, flush=True)
             report["cold_latency"] = cold_latency(bench, tok)

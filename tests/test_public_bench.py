@@ -94,3 +94,22 @@ def test_cross_encoder_rows_only_with_a_local_reranker(tmp_path):
     assert scorers == ["idf"]
     assert cross_encoder_scorer(tmp_path, scorers) is None
     assert scorers == ["idf", f"cross-encoder:{tmp_path}"]
+
+
+def test_hotpot_task_as_the_bench_readme_defines_it(tmp_path):
+    row = {"_id": "x", "question": "Which army did Romer join?", "answer": "Vistula Legion",
+           "type": "bridge", "level": "hard",
+           "supporting_facts": [["Jan Romer", 1], ["Vistula Legion", 0]],
+           "context": [["Jan Romer", ["Jan Romer was a general.", " He joined the Legion."]],
+                       ["Other", ["Nothing here."]],
+                       ["Vistula Legion", [" The Legion was raised in 1807. "]]]}
+    with gzip.open(tmp_path / "hotpot_dev.jsonl.gz", "wt") as fh:
+        fh.write(json.dumps(row) + "\n")
+    [case] = pb.load_hotpot(tmp_path)
+    assert case.chunks == ["Jan Romer: Jan Romer was a general. He joined the Legion.",
+                           "Other: Nothing here.", "Vistula Legion: The Legion was raised in 1807."]
+    assert case.support == ["He joined the Legion.", "The Legion was raised in 1807."]
+    assert case.gold == [0, 2] and case.kind == "bridge"
+    # every supporting sentence must survive, compared after NQ normalisation
+    assert pb.hotpot_retained("he joined the legion; the Legion was raised in 1807", case.support)
+    assert not pb.hotpot_retained("He joined the Legion.", case.support)

@@ -58,6 +58,7 @@ from ctxkit.compression.atoms import atoms, is_protected
 from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.density import near_duplicates
 from ctxkit.compression.fallback_units import MAX_UNIT_TOKENS, cap_units
+from ctxkit.compression.multihop import chunk_links
 from ctxkit.compression.options import GRANULARITIES, CompressOptions, check_budget
 from ctxkit.compression.scorer_base import Scorer
 from ctxkit.compression.scorers import check_scorer, get_scorer
@@ -231,7 +232,8 @@ def compress(
 
     if granularity == "coarse-to-fine" and query:
         info, bits = unit_scores(texts, tokens, sc, None)
-        scores = coarse_to_fine_scores(pairs, owner, info, sc, query)
+        scores = coarse_to_fine_scores(pairs, owner, info, sc, query, budget=int(budget),
+                                       tokens=tokens)
     else:
         scores, bits = unit_scores(texts, tokens, sc, query, query_weight)
     reason: dict[int, str] = {}
@@ -259,6 +261,9 @@ def compress(
                 # lexical similarity is enough to see repeated content
                 sim = tfidf_similarity(texts)
                 sim[np.equal.outer(owner, owner)] = 0.0
+                # a chunk and the chunk it names share that name: a link, not a repeat
+                links = chunk_links(pairs, owner)
+                sim[links[np.ix_(owner, owner)]] = 0.0
             else:
                 sim = sc.similarity(texts)
         picked, blamed = greedy_mmr(scores, tokens, alive & ~forced, forced, room, sim,

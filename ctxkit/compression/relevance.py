@@ -72,17 +72,23 @@ def bm25(units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75) -> 
         >>> bool(s[2] > s[0] > s[1])
         True
     """
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
+    from sklearn.feature_extraction.text import (
+        ENGLISH_STOP_WORDS,
+        CountVectorizer,
+        strip_accents_unicode,
+    )
 
     if not units:
         return np.zeros(0)
-    vec = CountVectorizer(lowercase=True, token_pattern=r"(?u)\b\w\w*\b")
+    # accents folded on both sides: a query typed "Kolozsvar" matches "Kolozsvár"
+    vec = CountVectorizer(lowercase=True, strip_accents="unicode",
+                          token_pattern=r"(?u)\b\w\w*\b")
     try:
         tf = vec.fit_transform(units).tocsc().astype(np.float64)
     except ValueError:
         return np.zeros(len(units))
     vocab = vec.vocabulary_
-    words = re.findall(r"\w+", query.lower())
+    words = re.findall(r"\w+", strip_accents_unicode(query.lower()))
     # "who", "did", "the" in a question match every unit a little: rank by the content words
     # (scikit-learn's English stop words), unless the query has nothing else
     words = [w for w in words if w not in ENGLISH_STOP_WORDS] or words

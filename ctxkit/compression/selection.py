@@ -15,14 +15,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ctxkit.compression.multihop import bridge_relevance, chunk_names, chunk_texts
 from ctxkit.compression.relevance import lexical_relevance
 from ctxkit.compression.scorer_base import Scorer
-from ctxkit.compression.units import render_units
 
-__all__ = ["SENTENCE_WEIGHT", "coarse_to_fine_scores", "greedy_mmr", "unit_scores"]
+__all__ = ["SENTENCE_WEIGHT", "TIGHT_SENTENCE_WEIGHT", "coarse_to_fine_scores", "greedy_mmr",
+           "unit_scores"]
 
 # coarse-to-fine: how much a sentence's own relevance adds to its chunk's (both in [0, 1])
 SENTENCE_WEIGHT = 0.25
+# under two average chunks of budget: the sentence's own relevance first, its chunk's at half
+# weight as the prior (HotpotQA at 1/8 of the tokens, python -m evals.public_compression
+# --tasks hotpot: 0.43 / 0.44 / 0.40 kept with 1 / 2 / 4)
+TIGHT_SENTENCE_WEIGHT = 2.0
 
 
 def unit_scores(texts: Sequence[str], tokens: np.ndarray, scorer: Scorer, query: str | None,
@@ -40,27 +45,46 @@ def unit_scores(texts: Sequence[str], tokens: np.ndarray, scorer: Scorer, query:
 
 def coarse_to_fine_scores(pairs: Sequence[tuple[str, str]], owner: Sequence[int],
                           info: np.ndarray, scorer: Scorer, query: str,
-                          sentence_weight: float = SENTENCE_WEIGHT) -> np.ndarray:
+                          sentence_weight: float = SENTENCE_WEIGHT, budget: int | None = None,
+                          tokens: np.ndarray | None = None) -> np.ndarray:
     """Score of each sentence: its chunk's relevance, plus ``sentence_weight`` times its own,
-    plus its information density (0.01 times, to break ties only).
+    plus its information density (0.01 times, to break ties only); a chunk's first sentence
+    scores as its best one.
 
     Chunks (list items, or a string's paragraphs) are ranked first with ``scorer.relevance``
     (LongLLMLingua's coarse step), so whole relevant chunks keep their context; a sentence's
     own relevance is BM25 among all the sentences and decides what survives of the chunks at
-    the budget's edge (one model pass over the chunks, none over the sentences).
+    the budget's edge (one model pass over the chunks, none over the sentences). Chunks that
+    relevant sentences name are raised to the relevance of what names them
+    (:func:`~ctxkit.compression.multihop.bridge_relevance`: the second hop of a multi-hop
+    question). When ``budget`` holds fewer than two chunks of the average size (``tokens``:
+    each sentence's), two pieces of evidence can only both survive as sentences: the
+    sentence's own relevance then leads (:data:`TIGHT_SENTENCE_WEIGHT`) and its chunk's is
+    the prior. A chunk's first sentence names what the chunk is about (a title, a lead), so it
+    is kept with the first sentence kept from its chunk.
     """
     own = np.asarray(owner)
     n_chunks = int(own.max()) + 1 if own.size else 0
     texts = [b for b, _ in pairs]
     chunk_rel = np.ones(max(n_chunks, 1))
-    if n_chunks > 1:
-        members = [np.flatnonzero(own == c) for c in range(n_chunks)]
-        chunk_texts = [render_units(pairs, m) for m in members]
-        chunk_rel = np.asarray(scorer.relevance(chunk_texts, query), dtype=np.float64)
-        top = chunk_rel.max()
-        chunk_rel = chunk_rel / top if top > 0 else chunk_rel
     sent_rel = lexical_relevance(texts, query).scores
-    return chunk_rel[own] + sentence_weight * sent_rel + 0.01 * info
+    if n_chunks < 2:
+        return chunk_rel[own] + sentence_weight * sent_rel + 0.01 * info
+    chunks = chunk_texts(pairs, own)
+    chunk_rel = np.asarray(scorer.relevance(chunks, query), dtype=np.float64)
+    top = chunk_rel.max()
+    chunk_rel = chunk_rel / top if top > 0 else chunk_rel
+    raised = bridge_relevance(chunk_rel, chunk_names(chunks), texts, own, sent_rel, query)
+    hops = bool(np.any(raised > chunk_rel + 1e-9))  # the evidence spans two chunks
+    chunk_rel = raised
+    if hops and budget is not None and tokens is not None and tokens.size:
+        if budget * n_chunks < 2 * int(np.sum(tokens)):
+            sentence_weight = TIGHT_SENTENCE_WEIGHT
+    score = chunk_rel[own] + sentence_weight * sent_rel + 0.01 * info
+    best = np.full(n_chunks, -np.inf)
+    np.maximum.at(best, own, score)
+    first = np.r_[True, own[1:] != own[:-1]]
+    return np.where(first, best[own], score)
 
 
 def greedy_mmr(scores: np.ndarray, tokens: np.ndarray, candidates: np.ndarray,

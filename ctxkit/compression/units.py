@@ -19,7 +19,8 @@ __all__ = ["forced_mask", "input_units", "render_units", "split_units"]
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _PARA = re.compile(r"[ \t]*\n[ \t]*\n\s*")
-_SENT = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))[ \t]+(?=\S)|[ \t]*\n\s*")
+# a full stop after a lone capital is an initial ("P. L. Travers", "M. Night"), not a sentence end
+_SENT = re.compile(r"(?:(?<=[.!?])(?<!\b[A-Z]\.)|(?<=[.!?][\"')\]]))[ \t]+(?=\S)|[ \t]*\n\s*")
 _LIST_MARKER = re.compile(r"^(?:\d{1,3}|[A-Za-z]|[ivx]{1,4})[.)]$")
 
 
