@@ -123,3 +123,28 @@ def test_density_report(tmp_path, capsys):
 @pytest.mark.parametrize("cmd", ["compress", "chat", "density"])
 def test_help(cmd, capsys):
     assert main([cmd, "--help"]) == 0
+
+
+def test_chat_summarize_folds_evicted_turns_into_one_message(tmp_path, capsys):
+    chat = [{"role": "system", "content": "You are a travel agent."}]
+    for i in range(30):
+        chat += [{"role": "user", "content": f"Day {i}: book hotel {i} in Lyon, {40 + i} euros."},
+                 {"role": "assistant", "content": f"Booked hotel {i}, reference R{1000 + i}."}]
+    src, dst, rep = tmp_path / "c.json", tmp_path / "w.json", tmp_path / "r.json"
+    src.write_text(json.dumps(chat))
+    for extra in ([], ["--replay"]):
+        assert main(["chat", str(src), "-b", "200", "-t", "cl100k_base", "--scorer", "idf",
+                     "--summarize", "extractive", "-o", str(dst), "--report", str(rep),
+                     *extra]) == 0, capsys.readouterr().err
+        window = json.loads(dst.read_text())
+        entry = json.loads(rep.read_text())["conversations"][0]
+        assert entry["summary"]["covers"], extra
+        assert sum(m["content"] == entry["summary"]["text"] for m in window) == 1
+        assert count_chat_tokens(window) <= 200
+    capsys.readouterr()
+    assert main(["chat", str(src), "-b", "200", "--summarize", "abstractive",
+                 "-o", str(dst)]) == 2
+    assert "--summarize" in capsys.readouterr().err
+    assert main(["chat", str(src), "-b", "200", "--summarize", "http://localhost:9/v1",
+                 "-o", str(dst)]) == 2
+    assert "--summary-model" in capsys.readouterr().err

@@ -97,6 +97,12 @@ def chat_cmd(
         "--prefix-cache", help="With --replay: windows that only grow at their end between "
                                "compactions, so a provider's prompt cache serves them.")
     ] = False,
+    summarize: Annotated[str | None, typer.Option(
+        "--summarize", help="Fold evicted turns into one summary message: extractive, smollm2 "
+                            "or an OpenAI-compatible base URL (with --summary-model).")
+    ] = None,
+    summary_model: Annotated[str | None, typer.Option(
+        "--summary-model", help="The model an endpoint given to --summarize serves.")] = None,
     kv_model: KvModelOpt = None,
     kv_dtype: KvDtypeOpt = KV_DTYPE,
     id_field: IdFieldOpt = None,
@@ -112,7 +118,8 @@ def chat_cmd(
             Target(output, report, in_place), progress,
             budget=budget, keep_last=keep_last, keep_system=keep_system, query=query,
             scorer=scorer, tokenizer=tokenizer, alternate=alternate, shorten=shorten,
-            replay=replay, prefix_cache=prefix_cache, kv_model=kv_model, kv_dtype=kv_dtype)
+            replay=replay, prefix_cache=prefix_cache, summarize=summarize,
+            summary_model=summary_model, kv_model=kv_model, kv_dtype=kv_dtype)
 
 
 @app.command("density")

@@ -257,3 +257,27 @@ def openai_summarizer(base_url: str, *, model: str, api_key: str | None = None,
     """
     return OpenAISummarizer(base_url, model=model, api_key=api_key, max_tokens=max_tokens,
                             timeout=timeout)
+
+
+def summarizer_from_spec(spec: str, *, model: str | None = None) -> Any:
+    """The summarizer a command line names: ``extractive`` (no model), ``smollm2`` (the
+    ``[lm]`` extra's offline model) or the base URL of an OpenAI-compatible server (with
+    ``model``, the served model's name).
+
+    Example:
+        >>> type(summarizer_from_spec("extractive")).__name__
+        'ExtractiveSummarizer'
+        >>> summarizer_from_spec("http://localhost:8000/v1", model="qwen").url
+        'http://localhost:8000/v1/chat/completions'
+    """
+    if spec == "extractive":
+        return ExtractiveSummarizer()
+    if spec == "smollm2":
+        return SmolLM2Summarizer()
+    if spec.startswith(("http://", "https://")):
+        if not model:
+            raise bad_option("summary_model", " is needed with an endpoint URL: the name of "
+                                              "the model the server runs")
+        return openai_summarizer(spec, model=model)
+    raise bad_option("summarize", f" must be extractive, smollm2 or an http(s):// endpoint "
+                                  f"URL, got {spec!r}")

@@ -76,7 +76,8 @@ class ChatReport(JobReport):
 
 
 def _replay(messages: list[Any], budget: int, cid: str, options: ChatOptions,
-            rows: list[dict[str, Any]], kv: Any = None, prefix_cache: bool = False) -> Any:
+            rows: list[dict[str, Any]], kv: Any = None, prefix_cache: bool = False,
+            summarize: Any = None) -> Any:
     """Feed ``messages`` to a ChatMemory one by one, compressing after each; returns the last
     window (equal to ``compress_chat`` on the whole conversation unless ``prefix_cache``) and
     the replay's prompt-cache accounting. ``kv``: a ``(KVCacheShape, dtype)`` pair adds each
@@ -85,7 +86,7 @@ def _replay(messages: list[Any], budget: int, cid: str, options: ChatOptions,
 
     from ctxkit.compression.memory import ChatMemory
 
-    mem = ChatMemory(budget, options=options, prefix_cache=prefix_cache)
+    mem = ChatMemory(budget, options=options, prefix_cache=prefix_cache, summarize=summarize)
     res = None
     for k, message in enumerate(messages):
         mem.add(message)
@@ -164,6 +165,8 @@ def run_chat(
     shorten: bool = ChatOptions.shorten,
     replay: bool = False,
     prefix_cache: bool = False,
+    summarize: str | None = None,
+    summary_model: str | None = None,
     kv_model: str | None = None,
     kv_dtype: str = "bfloat16",
     progress: Progress = no_progress,
@@ -183,6 +186,9 @@ def run_chat(
     billed input at cached prices of 0.1 and 0.5 (``report.cache``). The written output is the
     last window. ``prefix_cache``: the memory keeps prefix-cache-friendly windows
     (:class:`~ctxkit.compression.prefix_cache.PrefixWindow`); needs ``replay``.
+    ``summarize`` (``extractive``, ``smollm2`` or an OpenAI-compatible base URL with
+    ``summary_model``): evicted turns are folded into one summary message
+    (:func:`~ctxkit.compression.summarizers.summarizer_from_spec`).
 
     ``kv_model`` (a preset name, ``config.json`` or model directory) adds the KV-cache memory
     of the conversations before and after (each conversation one sequence) in ``kv_dtype``,
@@ -200,6 +206,11 @@ def run_chat(
     if replay and query is not None:
         raise OptionError("--query", "--replay compresses each turn for its own last user "
                                      "message; drop --query")
+    summarizer = None
+    if summarize is not None:
+        from ctxkit.compression.summarizers import summarizer_from_spec
+
+        summarizer = as_flags(summarizer_from_spec, summarize, model=summary_model)
     fmt = record_format(target.output)
     kv_shape = check_kv(kv_model, kv_dtype)
     kv = None if kv_shape is None else (kv_shape, kv_dtype)
@@ -223,10 +234,11 @@ def run_chat(
                         if not messages:
                             raise InputError("no messages to replay")
                         res, cache = _replay(messages, budget, cid, opts, report.turns, kv,
-                                             prefix_cache)
+                                             prefix_cache, summarizer)
                         caches.append(cache)
                     else:
-                        res = compress_chat(messages, budget, query=query, options=opts)
+                        res = compress_chat(messages, budget, query=query, options=opts,
+                                            summarize=summarizer)
                 except (ValueError, TypeError) as exc:
                     raise InputError(str(exc), location=where,
                                      record_id=None if holder is None else cid) from None
