@@ -145,9 +145,6 @@ def register_segment_attention() -> str:
         >>> register_segment_attention()
         'ctxkit_segments'
     """
-    from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_attention_mask
+    from ctxkit.training.varlen import register_attention
 
-    AttentionInterface.register(SEGMENT_ATTENTION, segment_attention_forward)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(SEGMENT_ATTENTION, flash_attention_mask)
-    return SEGMENT_ATTENTION
+    return register_attention(SEGMENT_ATTENTION, segment_attention_forward)

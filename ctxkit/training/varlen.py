@@ -79,9 +79,16 @@ def register_varlen_attention() -> str:
         >>> register_varlen_attention()
         'ctxkit_varlen'
     """
+    return register_attention(VARLEN_ATTENTION, varlen_attention_forward)
+
+
+def register_attention(name: str, forward: Any) -> str:
+    """Register ``forward`` as transformers attention implementation ``name``, with the
+    flash-attention mask function (no 4-D mask is built: the segments come from
+    ``position_ids`` or ``cu_seq_lens_*``); returns ``name``."""
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_attention_mask
 
-    AttentionInterface.register(VARLEN_ATTENTION, varlen_attention_forward)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(VARLEN_ATTENTION, flash_attention_mask)
-    return VARLEN_ATTENTION
+    AttentionInterface.register(name, forward)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(name, flash_attention_mask)
+    return name
