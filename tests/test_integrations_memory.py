@@ -39,7 +39,7 @@ def test_langchain_windows_are_langchain_messages_and_match_compress_chat():
     assert "crate 3 holds 30" in " ".join(m.content for m in window.messages)
 
 
-def test_prefix_cache_recall_block_is_a_human_message_before_the_tool_call():
+def test_prefix_cache_recall_block_is_a_human_message_before_the_question():
     msgs = _langchain(30)
     mem = ChatMemory(budget=300, scorer="idf", prefix_cache=True)
     mem.extend(msgs)
@@ -51,7 +51,7 @@ def test_prefix_cache_recall_block_is_a_human_message_before_the_tool_call():
     types = [type(m).__name__ for m in window.messages]
     block = [i for i, m in enumerate(window.messages) if m.content.startswith(RECALL_HEADER)]
     assert len(block) == 1 and types[block[0]] == "HumanMessage"
-    assert types[block[0] + 1:] == ["AIMessage", "ToolMessage", "HumanMessage"]
+    assert types[block[0] - 2:] == ["AIMessage", "ToolMessage", "HumanMessage", "HumanMessage"]
     assert window.compressed_tokens <= 300
     acc = mem.cache_accounting()
     assert len(acc.turns) == 2 and acc.turns[1].cached_messages >= 1
@@ -69,8 +69,9 @@ def test_prefix_cache_never_splits_a_tool_call_from_its_results_in_openai_dicts(
     roles = [m["role"] for m in window.messages]
     i = roles.index("tool")
     assert window.messages[i - 1].get("tool_calls")
-    assert any(m["content"] and m["content"].startswith(RECALL_HEADER)
-               for m in window.messages[:i - 1])
+    block = [k for k, m in enumerate(window.messages)
+             if m["content"] and m["content"].startswith(RECALL_HEADER)]
+    assert block == [len(roles) - 2] and block[0] > i  # after the results, before the question
 
 
 def test_llamaindex_windows_are_chat_messages():

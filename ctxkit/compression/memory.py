@@ -17,7 +17,7 @@ so a window can differ only at a near tie of scores):
 With ``prefix_cache=True`` (or a :class:`~ctxkit.compression.prefix_cache.PrefixCacheOptions`)
 the window only grows at its end between compactions, so a provider's prompt cache serves
 most of it every turn; the older turns the latest question needs are recalled into a small
-block before the newest message (:mod:`ctxkit.compression.prefix_cache`).
+block just before the latest user message (:mod:`ctxkit.compression.prefix_cache`).
 With ``summarize`` (a callable ``(evicted_messages, previous_summary) -> str``), evicted turns
 are folded into a running summary, one message after the system prompt
 (:mod:`ctxkit.compression.summary`): in prefix-cache mode rewritten at each compaction, else

@@ -11,10 +11,13 @@ stable instead:
 - **growth**: until the next compaction, new messages are appended after the prefix verbatim,
   so consecutive windows share everything up to the newest turns;
 - **recall**: the older messages the current question needs, among those the compaction
-  evicted, are recalled into one small block (at most ``recall`` of the budget) placed just
-  before the last ``keep_last`` messages, the memory-system pattern: only that block and the
-  newest turns miss the cache. Its text lists each recalled turn as ``role: text`` in
-  conversation order, under a one-line header; it is sent as a ``recall_role`` message;
+  evicted, are recalled into one block (at most ``recall`` of the budget) placed just
+  before the latest user message, the memory-system pattern (retrieved context, then the
+  question). The reply, tool calls and tool results of that turn come after it, so every
+  request of one turn repeats the block where the provider cached it: the block misses the
+  cache once per user turn, and the new messages only on every request. Its text lists each
+  recalled turn as ``role: text`` in conversation order, under a one-line header; it is sent
+  as a ``recall_role`` message;
 - **summary** (with ``summarize``): each compaction folds the messages it evicts into the
   running summary (:mod:`ctxkit.compression.summary`), one message right after the system
   prompt and inside the prefix, so it changes only at a compaction.
@@ -81,8 +84,8 @@ class PrefixCacheOptions(OptionSet):
         low_water: share of the budget a compaction fills, in (0, 1): lower means rarer
             compactions, less history kept at each.
         recall: share of the budget the recall block may take, in [0, 1) with
-            ``low_water + recall <= 1``; the block misses the cache every turn, so it is the
-            main price of relevance. 0 turns recall off.
+            ``low_water + recall <= 1``; the block misses the cache once per user turn, so
+            it is the main price of relevance. 0 turns recall off.
         recall_role: the role the recall block is sent as (``user``, ``system`` or
             ``assistant``): ``user`` suits every provider, ``system`` only those that accept a
             system message inside the conversation.
@@ -95,7 +98,9 @@ class PrefixCacheOptions(OptionSet):
     _what = "prefix-cache option"
 
     low_water: float = 0.6
-    recall: float = 0.1
+    # the block misses the cache once per user turn, so with a reply per turn it costs per
+    # request what a block of half its size re-sent on every request would
+    recall: float = 0.2
     recall_role: str = "user"
 
     def __post_init__(self) -> None:
@@ -133,7 +138,7 @@ class PrefixWindow:
 
     def __init__(self, options: ChatOptions, features: ChatFeatures, *,
                  cache: PrefixCacheOptions | None = None, low_water: float = 0.6,
-                 recall: float = 0.1, recall_role: str = "user",
+                 recall: float = 0.2, recall_role: str = "user",
                  summarize: Summarizer | None = None,
                  summary_options: SummaryOptions | None = None):
         self.cache = PrefixCacheOptions.resolve(cache, low_water=low_water, recall=recall,
@@ -144,6 +149,8 @@ class PrefixWindow:
         self.summary_options = SummaryOptions.resolve(summary_options)
         self.summary_state = SummaryState()
         self._prefix: _Prefix | None = None
+        # the last recall: (prefix, query, room, ranked), reused while those stay the same
+        self._recalled: tuple | None = None
         self.compactions = 0
 
     def reset(self) -> None:
@@ -179,7 +186,13 @@ class PrefixWindow:
                 history, prefix) + self._recall_room(budget) > budget:
             prefix = self._compact(history, budget, query)
         room = budget - self._grown_tokens(history, prefix)
-        ranked = self._recall(history, prefix, query, min(room, self._recall_room(budget)))
+        cap = min(room, self._recall_room(budget))
+        memo = self._recalled
+        if memo is not None and memo[0] is prefix and memo[1:3] == (query, cap):
+            ranked = list(memo[3])  # the same question on the same prefix: the same block
+        else:
+            ranked = self._recall(history, prefix, query, cap)
+            self._recalled = (prefix, query, cap, tuple(ranked))
         while True:  # pieces counted apart can merge differently once joined: check the whole
             window = self._window(history, budget, prefix, ranked, fmt, original)
             if window.compressed_tokens <= budget or not ranked:
@@ -274,21 +287,31 @@ class PrefixWindow:
         role = {"user": "human", "assistant": "gpt"}.get(role, role)
         return {"from": role, "value": text}
 
+    def _block_position(self, body: Sequence[Mapping[str, Any]]) -> int:
+        """Where the recall block goes in ``body``: just before the latest user message, the
+        question it was recalled for. The replies, tool calls and tool results that follow the
+        question come after the block, so every request of one turn (an agent's tool loop
+        included) repeats the same block at the same place and the provider caches it; the
+        block changes, and misses the cache, once per user turn. Without a user message it goes
+        before the last ``keep_last`` non-system messages, never between a tool call and its
+        results."""
+        for k in range(len(body) - 1, -1, -1):
+            if raw_role(body[k]) in _USERS:
+                return k
+        start, seen = len(body), 0
+        while start > 0 and seen < self.options.keep_last:
+            start -= 1
+            if raw_role(body[start]) not in _SYSTEM:
+                seen += 1
+        while 0 < start < len(body) and raw_role(body[start]) in TOOL_RESULT_ROLES:
+            start -= 1
+        return start
+
     def _window(self, history: Sequence[Mapping[str, Any]], budget: int, prefix: _Prefix,
                 recalled: list[int], fmt: str, original: int) -> CompressChatResult:
-        opts = self.options
         body = prefix.messages + [dict(m) for m in history[prefix.length:]]
         indices = prefix.kept + list(range(prefix.length, len(history)))
-        # the recall block goes before the newest keep_last non-system messages
-        tail_start = len(body)
-        seen = 0
-        while tail_start > 0 and seen < opts.keep_last:
-            tail_start -= 1
-            if raw_role(body[tail_start]) not in _SYSTEM:
-                seen += 1
-        # never between a tool call and its results: the block goes before the call
-        while 0 < tail_start < len(body) and raw_role(body[tail_start]) in TOOL_RESULT_ROLES:
-            tail_start -= 1
+        tail_start = self._block_position(body)
         messages = body if not recalled else (
             body[:tail_start] + [self._block(history, recalled, fmt)] + body[tail_start:])
         tokens = self._tokens(messages)
