@@ -30,8 +30,8 @@ Example:
     True
 """
 
-from __future__ import annotations
-
+# no ``from __future__ import annotations``: LangGraph reads the real annotation of
+# ``CompressionHook.__call__``'s ``config`` to decide whether to pass the run's config
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -49,6 +49,7 @@ try:
     from langchain_core.documents import Document
     from langchain_core.documents.compressor import BaseDocumentCompressor
     from langchain_core.messages import BaseMessage
+    from langchain_core.runnables import RunnableConfig
     from pydantic import ConfigDict
 except ImportError as exc:  # pragma: no cover - the extra is installed in CI
     raise missing_extra("langchain", "langchain-core") from exc
@@ -99,10 +100,11 @@ class CompressionHook:
         self._threads = threads
         self._memories: OrderedDict[Any, ChatMemory] = OrderedDict()
 
-    def __call__(self, state: Any, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def __call__(self, state: Any, config: RunnableConfig | None = None) -> dict[str, Any]:
         """``{"llm_input_messages": window}`` for the graph ``state`` (a mapping or an object
         with ``messages``); ``config`` is the run's config (its ``thread_id`` picks the
-        memory)."""
+        memory). LangGraph passes the config to a node only when the parameter is annotated
+        ``RunnableConfig``."""
         messages = state["messages"] if isinstance(state, Mapping) else state.messages
         memory = self._sync(self._thread(config), list(messages))
         return {"llm_input_messages": memory.compress().messages}
@@ -119,7 +121,7 @@ class CompressionHook:
         return self.memory(thread_id).cache_accounting()
 
     @staticmethod
-    def _thread(config: Mapping[str, Any] | None) -> Any:
+    def _thread(config: RunnableConfig | None) -> Any:
         return ((config or {}).get("configurable") or {}).get("thread_id")
 
     def _sync(self, thread: Any, messages: list[Any]) -> ChatMemory:
