@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--scorers", default="idf,embedding")
     ap.add_argument("--billing-scorer", default="embedding",
                     help="scorer of the billing replay (ChatMemory's default)")
-    ap.add_argument("--questions", type=int, default=24,
+    ap.add_argument("--questions", type=int, default=0,
                     help="LoCoMo questions drawn per conversation for retention (0: all)")
     ap.add_argument("--skip-latency", action="store_true", help="only the billing replay")
     ap.add_argument("--smollm2", type=int, default=0, metavar="K",
@@ -182,7 +182,9 @@ def billing(args: argparse.Namespace) -> dict[str, Any]:
     bench = root / "bench" if root is not None else None
     if not args.quick and bench is not None and any(bench.glob("locomo_*.json")):
         convs = pb.load_locomo(bench, args.questions or None, 0)
-        scorer, what = args.billing_scorer, f"{len(convs)} dev LoCoMo conversations"
+        asked = sum(len(c.questions) for c in convs)
+        scorer = args.billing_scorer
+        what = f"{len(convs)} dev LoCoMo conversations, {asked} questions"
     else:
         name, messages = _conversation(True)
         convs, scorer, what = [pb.LocomoConversation("generated", messages)], "idf", name
