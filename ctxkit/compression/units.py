@@ -2,6 +2,16 @@
 units with the chunk each belongs to, units holding ``force_keep`` strings, and rendering a
 selection back with the separators that stood between the units.
 
+A sentence ends at ``.``, ``!`` or ``?`` (with any closing quote or bracket) before a space, or
+at a line break, except where the full stop belongs to a name or an abbreviation:
+
+- after a lone capital, an initial ("P. L. Travers", "M. Night Shyamalan");
+- after a known abbreviation (:data:`ABBREVIATIONS`: "St. Croix", "Dr. Lakshminarayana");
+- before a lowercase word when the word before the stop is abbreviation-like: short and
+  capitalised ("Quitters, Inc." by Stephen King, "Mt. of Olives") or dotted ("e.g. this").
+  A lowercase word alone does not prevent a split, so all-lowercase chat ("ok. sounds good.
+  see you") still splits into sentences.
+
 Example:
     >>> pairs = split_units("One. Two!\\n\\nThree")
     >>> render_units(pairs, [0, 2])
@@ -21,13 +31,42 @@ _FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _PARA = re.compile(r"[ \t]*\n[ \t]*\n\s*")
 # a full stop after a lone capital is an initial ("P. L. Travers", "M. Night"), not a sentence end
 _SENT = re.compile(r"(?:(?<=[.!?])(?<!\b[A-Z]\.)|(?<=[.!?][\"')\]]))[ \t]+(?=\S)|[ \t]*\n\s*")
+# Titles and name parts written before or inside a name ("St. Croix", "Ken St. Andre",
+# "Dr. Lakshminarayana", "Col. Sanders") and company suffixes ("Acme Co. Ltd."): a split after
+# their full stop cuts a name in two and leaves fragments like "Col." that a selection can keep
+# alone. As in punkt, a known abbreviation does not end a sentence; the cost where one does
+# ("... Apple Inc. The company ...") is one longer unit.
+ABBREVIATIONS = frozenset({"St", "Dr", "Mr", "Mrs", "Ms", "Jr", "Sr", "No", "Co", "vs", "Col",
+                           "Gen", "Inc", "Ltd", "Rev", "Hon", "Capt"})
+# "No." abbreviates a number only before one ("No. 5"); before a word it is the answer "No."
+_NUMBER_ABBREVIATIONS = frozenset({"No"})
+# the word before a full stop and any closing quotes or brackets after it
+_LAST_WORD = re.compile(r"(\w+(?:\.\w+)*)\.[\"')\]]*\Z")
+# a short capitalised word ("Inc", "Mt", "Corp") or a dotted one ("e.g", "a.m")
+_ABBREVIATION_LIKE = re.compile(r"[A-Z][a-z]{0,3}|\w{1,3}(?:\.\w{1,3})+")
 _LIST_MARKER = re.compile(r"^(?:\d{1,3}|[A-Za-z]|[ivx]{1,4})[.)]$")
+
+
+def _ends_sentence(text: str, m: re.Match) -> bool:
+    """Whether the boundary ``m`` of :data:`_SENT` ends a sentence (see the module docstring)."""
+    if "\n" in m.group():
+        return True
+    # a window as long as any abbreviation keeps the check constant-time on long texts
+    last = _LAST_WORD.search(text[max(0, m.start() - 24):m.start()])
+    if last is None:
+        return True
+    word, after = last.group(1), text[m.end():m.end() + 4].lstrip("\"'([")
+    if word in ABBREVIATIONS and (word not in _NUMBER_ABBREVIATIONS or after[:1].isdigit()):
+        return False
+    return not (after[:1].islower() and _ABBREVIATION_LIKE.fullmatch(word))
 
 
 def _split_prose(text: str, pattern: re.Pattern) -> list[tuple[str, str]]:
     pieces: list[tuple[str, str]] = []
     pos = 0
     for m in pattern.finditer(text):
+        if pattern is _SENT and not _ends_sentence(text, m):
+            continue
         if m.start() > pos:
             pieces.append((text[pos:m.start()], m.group()))
         elif pieces:
