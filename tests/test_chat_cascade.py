@@ -20,6 +20,7 @@ HISTORY = [{"role": "user" if i % 2 == 0 else "assistant",
            for i in range(240)]
 QUESTION = {"role": "user", "content": "What did I say about the telescope near house 3?"}
 MESSAGES = HISTORY + [QUESTION]
+PIECES: list[str] = []  # texts whose word pieces the first stage read
 
 
 def _vec(text: str) -> np.ndarray:
@@ -37,13 +38,17 @@ def encoder(monkeypatch):
         return np.stack([_vec(t) for t in texts])
 
     def pieces(texts):
+        PIECES.extend(texts)
         return np.stack([_vec(t.lower()) for t in texts])
 
     monkeypatch.setattr(es, "embed", fake)
     monkeypatch.setattr(cascade, "word_piece_vectors", pieces)
+    PIECES.clear()
     SHARED_CACHE.clear()
+    cascade.WORD_PIECE_CACHE.clear()
     yield seen
     SHARED_CACHE.clear()
+    cascade.WORD_PIECE_CACHE.clear()
 
 
 def test_encoder_embeds_only_the_candidates(encoder):
@@ -112,3 +117,15 @@ def test_word_piece_vectors_of_the_bundled_model():
     v = cascade.word_piece_vectors(["the violin concert", "a violin recital", "tax forms", ""])
     assert v.shape == (4, 384) and np.allclose(np.linalg.norm(v[:3], axis=1), 1.0, atol=1e-5)
     assert v[0] @ v[1] > v[0] @ v[2] and not v[3].any()
+
+
+def test_a_growing_history_reads_each_turns_word_pieces_once(encoder):
+    mem = ChatMemory(budget=600)
+    for message in MESSAGES[:200]:
+        mem.add(message)
+    mem.compress()
+    first = len(PIECES)
+    mem.add(MESSAGES[200])
+    mem.compress()
+    # the new turn only (it is also the question)
+    assert first >= 100 and len(PIECES) - first == 1

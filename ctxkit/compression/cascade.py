@@ -37,14 +37,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ctxkit.compression.embedding_cache import EmbeddingCache
 from ctxkit.compression.relevance import bm25
 from ctxkit.embedding.vectors import Encoder, default_encoder, unit_rows
 
-__all__ = ["CANDIDATE_FLOOR", "CANDIDATE_ROOMS", "first_stage", "pick_candidates",
-           "word_piece_vectors"]
+__all__ = ["CANDIDATE_FLOOR", "CANDIDATE_ROOMS", "WORD_PIECE_CACHE", "first_stage",
+           "pick_candidates", "word_piece_vectors"]
 
 CANDIDATE_ROOMS = 1.0  # candidates' tokens fill the caller's free room this many times
 CANDIDATE_FLOOR = 64  # units the encoder always scores: histories this short are not cascaded
+# word-piece vectors of the default encoder by text: a growing history (ChatMemory, a server
+# replaying sessions) tokenizes each turn once, not at every call
+WORD_PIECE_CACHE = EmbeddingCache()
 
 
 def word_piece_vectors(texts: Sequence[str], encoder: Encoder | None = None) -> np.ndarray:
@@ -83,7 +87,7 @@ def first_stage(units: Sequence[str], query: str, *, lexical_weight: float = 0.4
                 vectors=None) -> np.ndarray:
     """Cheap relevance of each unit to ``query`` in [0, 1]: word-piece cosine fused with BM25
     (module docstring); ``vectors`` maps texts to unit-length rows (default
-    :func:`word_piece_vectors`).
+    :func:`word_piece_vectors`, cached by text in :data:`WORD_PIECE_CACHE`).
 
     Example:
         >>> def bag(texts):  # a stand-in for the word pieces: "sea" lies near "tide"
@@ -96,7 +100,9 @@ def first_stage(units: Sequence[str], query: str, *, lexical_weight: float = 0.4
     units = list(units)
     if not units:
         return np.zeros(0)
-    vecs = np.asarray((vectors or word_piece_vectors)(units + [query]), dtype=np.float64)
+    texts = units + [query]
+    vecs = np.asarray(vectors(texts) if vectors is not None else
+                      WORD_PIECE_CACHE.get(texts, word_piece_vectors), dtype=np.float64)
     fused = _z(vecs[:-1] @ vecs[-1]) + lexical_weight * _z(bm25(units, query))
     lo, hi = fused.min(), fused.max()
     return (fused - lo) / (hi - lo) if hi - lo > 1e-12 else np.ones(len(units))
