@@ -80,6 +80,14 @@ class Tally:
         self.ratio.setdefault(method, {r: [] for r in RATIOS})[ratio].append(used / original)
         self.over[method] = max(self.over.get(method, 0), used - budget, 0)
 
+    def oracle(self, used: int, original: int, retained: bool = True) -> None:
+        """The evidence alone (``used`` tokens) at every ratio: kept when it fits the budget
+        and ``retained``."""
+        for ratio in RATIOS:
+            budget = int(original * ratio)
+            fits = used <= budget
+            self.add(ORACLE, ratio, fits and retained, used if fits else 0, budget, original)
+
     def time(self, method: str, seconds: float, original: int) -> None:
         self.ms.setdefault(method, []).append(seconds * 1e6 / original)
 
@@ -125,12 +133,7 @@ def chunk_task(cases: list[tuple[Any, str, Callable[[str], bool], list[str], str
     methods = _ctxkit_methods(scorers)
     for c, (inp, query, retained, units, sep, evidence) in enumerate(cases):
         original = tok.count(inp if isinstance(inp, str) else "\n\n".join(inp))
-        used = tok.count(evidence)
-        for ratio in RATIOS:
-            budget = int(original * ratio)
-            fits = used <= budget
-            tally.add(ORACLE, ratio, fits and retained(evidence), used if fits else 0, budget,
-                      original)
+        tally.oracle(tok.count(evidence), original, retained(evidence))
         for name, scorer in methods.items():
             if c >= limits.get(scorer or "", len(cases)):
                 continue
@@ -212,12 +215,8 @@ def locomo_task(convs: list[pb.LocomoConversation], scorers: list[str], limits: 
                   file=sys.stderr, flush=True)
             msgs = pb.locomo_messages(conv, q)
             original = count_chat_tokens(msgs, tokenizer=tok)
-            evidence = count_chat_tokens([msgs[i] for i in q.evidence] + msgs[-1:],
-                                         tokenizer=tok)
-            for ratio in RATIOS:
-                budget = int(original * ratio)
-                fits = evidence <= budget
-                tally.add(ORACLE, ratio, fits, evidence if fits else 0, budget, original)
+            tally.oracle(count_chat_tokens([msgs[i] for i in q.evidence] + msgs[-1:],
+                                           tokenizer=tok), original)
             for name, scorer in methods.items():
                 if done[name] >= limits.get(scorer or "", 10**9):
                     continue
