@@ -11,6 +11,7 @@ from ctxkit.compression.relevance import (
     hybrid_relevance,
     lexical_relevance,
     spread_to_neighbors,
+    terms,
 )
 from ctxkit.io.tokenizers import get_tokenizer
 
@@ -35,6 +36,29 @@ def test_lexical_relevance_is_bm25_scaled_to_one():
     assert lexical_relevance(units, "zebra").scores.tolist() == [0.0, 0.0, 0.0]
     assert lexical_relevance([], "cat").scores.size == 0
     assert lexical_relevance(["", "!!"], "cat").scores.tolist() == [0.0, 0.0]
+
+
+def test_bm25_matches_inflected_forms():
+    units = ["He played three seasons for the Eagles.", "He was born in Texas.",
+             "Over forty variants of the aircraft exist."]
+    assert bm25(units, "Which team did he play for?").argmax() == 0
+    assert bm25(units, "How many variants are there?").argmax() == 2
+    assert bm25(units, "born in texas")[1] > 0 and bm25(units, "zebra").max() == 0
+    # numbers and accents: unchanged by the stemmer, folded on both sides
+    assert terms("In 1992 Kolozsvár won") == ["in", "1992", "kolozsvar", "won"]
+    assert terms("") == [] and terms("!!") == []
+
+
+def test_bm25_from_many_threads_matches_one_thread():
+    from concurrent.futures import ThreadPoolExecutor
+
+    units = [f"unit {i} plays running variants of talks {i % 7}" for i in range(200)]
+    queries = ["played", "runs", "variant", "talking 3"] * 8
+    want = [bm25(units, q) for q in queries]
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda q: bm25(units, q), queries))
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(w, g)
 
 
 def test_hybrid_uses_cached_embeddings_and_fuses_both_signals():
