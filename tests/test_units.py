@@ -20,6 +20,17 @@ def sentences(text):
     ("Use tools, e.g. hammers. Fine.", ["Use tools, e.g. hammers.", "Fine."]),
     # "No." abbreviates a number only before one
     ("No. I did not. See No. 5 here.", ["No.", "I did not.", "See No. 5 here."]),
+    # titles and places before a name
+    ("Prof. Dr. Adriana Blagoeva conducts. Rep. Ryan Zinke left. Mt. Everest is high.",
+     ["Prof. Dr. Adriana Blagoeva conducts.", "Rep. Ryan Zinke left.", "Mt. Everest is high."]),
+    # works, dates and pages: abbreviations before a number only
+    ("The duets of Op. 32 are famous. Abu Talib (d. 996) wrote. Set in approx. 2020. Ok.",
+     ["The duets of Op. 32 are famous.", "Abu Talib (d. 996) wrote.", "Set in approx. 2020.",
+      "Ok."]),
+    ("Macbeth (c. 1606) is a play. See pp. 12-14. It ends.",
+     ["Macbeth (c. 1606) is a play.", "See pp. 12-14.", "It ends."]),
+    ("He wrote Vol. 2 later. It was plan b. The end.",
+     ["He wrote Vol. 2 later.", "It was plan b.", "The end."]),
 ])
 def test_abbreviations_do_not_end_a_sentence(text, pieces):
     assert sentences(text) == pieces
