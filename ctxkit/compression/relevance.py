@@ -79,12 +79,20 @@ def terms(text: str) -> list[str]:
         >>> terms("He played for the Eagles in Kolozsvár")
         ['he', 'play', 'for', 'the', 'eagl', 'in', 'kolozsvar']
     """
+    return _stem(_words(text))
+
+
+def _words(text: str) -> list[str]:
     from sklearn.feature_extraction.text import strip_accents_unicode
 
+    return _WORD.findall(strip_accents_unicode(text.lower()))
+
+
+def _stem(words: list[str]) -> list[str]:
     stemmer = getattr(_STEMMERS, "english", None)
     if stemmer is None:
         stemmer = _STEMMERS.english = Stemmer.Stemmer("english")
-    return stemmer.stemWords(_WORD.findall(strip_accents_unicode(text.lower())))
+    return stemmer.stemWords(words)
 
 
 def bm25(units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75) -> np.ndarray:
@@ -97,11 +105,7 @@ def bm25(units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75) -> 
         >>> bool(s[2] > s[0] > s[1])
         True
     """
-    from sklearn.feature_extraction.text import (
-        ENGLISH_STOP_WORDS,
-        CountVectorizer,
-        strip_accents_unicode,
-    )
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
 
     if not units:
         return np.zeros(0)
@@ -114,11 +118,11 @@ def bm25(units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75) -> 
     except ValueError:
         return np.zeros(len(units))
     vocab = vec.vocabulary_
-    words = re.findall(r"\w+", strip_accents_unicode(query.lower()))
+    words = _words(query)
     # "who", "did", "the" in a question match every unit a little: rank by the content words
     # (scikit-learn's English stop words), unless the query has nothing else
     words = [w for w in words if w not in ENGLISH_STOP_WORDS] or words
-    q_ids = sorted({vocab[w] for w in terms(" ".join(words)) if w in vocab})
+    q_ids = sorted({vocab[w] for w in _stem(words) if w in vocab})
     if not q_ids:
         return np.zeros(len(units))
     doc_len = np.asarray(tf.sum(axis=1)).ravel()

@@ -36,13 +36,12 @@ _SENT = re.compile(r"(?:(?<=[.!?])(?<!\b[A-Z]\.)|(?<=[.!?][\"')\]]))[ \t]+(?=\S)
 # their full stop cuts a name in two and leaves fragments like "Col." that a selection can keep
 # alone. As in punkt, a known abbreviation does not end a sentence; the cost where one does
 # ("... Apple Inc. The company ...") is one longer unit.
-ABBREVIATIONS = frozenset({"St", "Dr", "Mr", "Mrs", "Ms", "Prof", "Jr", "Sr", "No", "Co", "vs",
-                           "Col", "Gen", "Lt", "Sgt", "Capt", "Gov", "Sen", "Rep", "Inc", "Ltd",
-                           "Corp", "Rev", "Hon", "Mt", "Ft", "Op", "Vol", "vol", "pp", "approx",
-                           "c", "ca", "d", "b", "fl"})
-# these abbreviate before a number only ("No. 5", "Op. 32", "(d. 1325)", "c. 1603"); before a
-# word "No." is an answer and a single letter is an initial or a sentence's last word
+# These abbreviate before a number only ("No. 5", "Op. 32", "(d. 1325)", "c. 1603"); before a
+# word "No." is an answer and a single letter is an initial or a sentence's last word.
 _NUMBER_ABBREVIATIONS = frozenset({"No", "Op", "Vol", "vol", "pp", "c", "ca", "d", "b", "fl"})
+ABBREVIATIONS = frozenset({"St", "Dr", "Mr", "Mrs", "Ms", "Prof", "Jr", "Sr", "Co", "vs", "Col",
+                           "Gen", "Lt", "Sgt", "Capt", "Gov", "Sen", "Rep", "Inc", "Ltd", "Corp",
+                           "Rev", "Hon", "Mt", "Ft", "approx"}) | _NUMBER_ABBREVIATIONS
 # the word before a full stop and any closing quotes or brackets after it
 _LAST_WORD = re.compile(r"(\w+(?:\.\w+)*)\.[\"')\]]*\Z")
 # a short capitalised word ("Inc", "Mt", "Corp") or a dotted one ("e.g", "a.m")
