@@ -3,12 +3,14 @@
 A cold call (a server restoring a session, a batch job over many histories) meets every turn
 for the first time. With the default ``embedding`` scorer, ``compress_chat`` embeds only the
 turns a cheap first stage ranks best, filling the free room (:mod:`ctxkit.compression.cascade`);
-``EmbeddingScorer(candidates=0)`` is the path that embeds every turn. Both run here, interleaved
-call by call so that a loaded machine slows both alike:
+its encoder runs in the ``"fast"`` dtype (bf16 on CPUs that multiply it natively, else fp32).
+``EmbeddingScorer(candidates=0, dtype="float32")`` embeds every turn in fp32, the path without
+either; ``EmbeddingScorer(dtype="float32")`` is the cascade alone. All run here, interleaved
+call by call so that a loaded machine slows them alike:
 
 - the longest dev LoCoMo conversation (``shared/data/bench``) with its first question as the
-  last user message, budget 1/4 of its tokens, the embedding cache cleared before every call
-  (the model loaded once before timing; its load time is reported apart);
+  last user message, budget 1/4 of its tokens, the embedding and word-piece caches cleared
+  before every call (the model loaded once before timing; its load time is reported apart);
 - all dev conversations joined (about 100k tokens) against the longest one (about 25k): the
   growth of the cold call with the history, which should be about linear (at most 4x);
 - retention beside it: the LoCoMo task of :mod:`evals.public_compression` (24 questions per
@@ -44,13 +46,17 @@ from ctxkit.compression.chat_features import ChatFeatures  # noqa: E402
 from ctxkit.compression.embedding_cache import SHARED_CACHE  # noqa: E402
 from ctxkit.compression.embedding_scorer import EmbeddingScorer  # noqa: E402
 from ctxkit.compression.options import ChatOptions  # noqa: E402
+from ctxkit.embedding.model import resolve_dtype  # noqa: E402
 from ctxkit.io.tokenizers import get_tokenizer  # noqa: E402
 from evals import public_bench as pb  # noqa: E402
 from evals._common import data_dir, md_table, write_results  # noqa: E402
 
 RATIOS = (1 / 2, 1 / 4, 1 / 8)
-METHODS = {"cascade (default)": lambda: "embedding",
-           "every turn embedded": lambda: EmbeddingScorer(candidates=0)}
+DEFAULT, CASCADE_FP32, EVERY_TURN = ("cascade (default)", "cascade, fp32",
+                                     "every turn embedded, fp32")
+METHODS = {DEFAULT: lambda: "embedding",
+           CASCADE_FP32: lambda: EmbeddingScorer(dtype="float32"),
+           EVERY_TURN: lambda: EmbeddingScorer(candidates=0, dtype="float32")}
 
 
 def histories(convs: list[pb.LocomoConversation], tok) -> dict[str, list[dict[str, str]]]:
@@ -64,8 +70,9 @@ def histories(convs: list[pb.LocomoConversation], tok) -> dict[str, list[dict[st
 
 
 def cold_call(messages: list[dict[str, str]], budget: int, make_scorer) -> tuple[float, float]:
-    """Wall and CPU seconds of one ``compress_chat`` with an empty embedding cache."""
+    """Wall and CPU seconds of one ``compress_chat`` with empty embedding caches."""
     SHARED_CACHE.clear()
+    cascade.WORD_PIECE_CACHE.clear()
     scorer = make_scorer()
     wall, cpu = time.perf_counter(), time.process_time()
     out = compress_chat(messages, budget, scorer=scorer)
@@ -83,7 +90,7 @@ def latency(hists: dict[str, list], tok, reps: int, joined_old_reps: int) -> dic
         times: dict[str, list[tuple[float, float]]] = {m: [] for m in METHODS}
         for rep in range(reps):
             for method, make in METHODS.items():
-                if method != "cascade (default)" and name == "joined" and rep >= joined_old_reps:
+                if method == EVERY_TURN and name == "joined" and rep >= joined_old_reps:
                     continue
                 print(f"{name} ({tokens} tokens) {method}: call {rep + 1}", file=sys.stderr,
                       flush=True)
@@ -123,11 +130,13 @@ def markdown(report: dict[str, Any]) -> str:
     if report.get("skipped"):
         return "\n".join(lines + [report["skipped"], ""])
     lat = report["latency"]
-    lines += ["Cold calls (embedding cache empty, model loaded; budget 1/4 of the tokens), "
-              "the cascade (the default) and every turn embedded (`EmbeddingScorer"
-              "(candidates=0)`) interleaved in one process; median seconds per call, wall and "
-              f"CPU (torch on {report['torch_threads']} threads). Model load, once per process: "
-              f"{report['model_load_s']:.1f} s.", ""]
+    lines += ["Cold calls (embedding caches empty, model loaded; budget 1/4 of the tokens), "
+              "the cascade (the default; its encoder in the `fast` dtype, here "
+              f"{report['ranking_dtype']}), the cascade in fp32 (`EmbeddingScorer(dtype="
+              "\"float32\")`) and every turn embedded in fp32 (`EmbeddingScorer(candidates=0, "
+              "dtype=\"float32\")`) interleaved in one process; median seconds per call, wall "
+              f"and CPU (torch on {report['torch_threads']} threads). Model load, once per "
+              f"process: {report['model_load_s']:.1f} s.", ""]
     rows = []
     for name, title in (("longest", "longest dev LoCoMo conversation"),
                         ("joined", "all dev conversations joined")):
@@ -159,20 +168,22 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def summary(lat: dict[str, Any]) -> dict[str, str]:
-    new, old = "cascade (default)", "every turn embedded"
     out = {}
     if "longest" in lat:
         h = lat["longest"]
+        new, fp32, old = h[DEFAULT], h[CASCADE_FP32], h[EVERY_TURN]
         out["longest conversation"] = (
-            f"{h[new]['wall_s']:.2f} s with the cascade against {h[old]['wall_s']:.2f} s "
-            f"({h[old]['wall_s'] / h[new]['wall_s']:.1f}x faster wall, "
-            f"{h[old]['cpu_s'] / h[new]['cpu_s']:.1f}x less CPU)")
+            f"{new['wall_s']:.2f} s with the defaults against {old['wall_s']:.2f} s with every "
+            f"turn embedded in fp32 ({old['wall_s'] / new['wall_s']:.1f}x faster wall, "
+            f"{old['cpu_s'] / new['cpu_s']:.1f}x less CPU); the cascade in fp32 "
+            f"{fp32['wall_s']:.2f} s")
     if "longest" in lat and "joined" in lat:
         a, b = lat["longest"], lat["joined"]
         size = b["tokens"] / a["tokens"]
-        out["growth"] = (f"{size:.1f}x the tokens take {b[new]['wall_s'] / a[new]['wall_s']:.1f}x"
-                         f" the wall time ({b[new]['cpu_s'] / a[new]['cpu_s']:.1f}x the CPU) "
-                         "with the cascade")
+        out["growth"] = (f"{size:.1f}x the tokens take "
+                         f"{b[DEFAULT]['wall_s'] / a[DEFAULT]['wall_s']:.1f}x the wall time "
+                         f"({b[DEFAULT]['cpu_s'] / a[DEFAULT]['cpu_s']:.1f}x the CPU) with the "
+                         "defaults")
     return out
 
 
@@ -193,6 +204,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     report: dict[str, Any] = {"quick": args.quick, "command": command,
                               "torch_threads": torch.get_num_threads(),
+                              "ranking_dtype": str(resolve_dtype("fast", torch.device("cpu"))
+                                                   ).removeprefix("torch."),
                               "candidate_rooms": cascade.CANDIDATE_ROOMS,
                               "candidate_floor": cascade.CANDIDATE_FLOOR}
     t0 = time.time()
@@ -202,7 +215,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     else:
         tok = get_tokenizer("cl100k_base")
         load = time.perf_counter()
-        EmbeddingScorer().relevance(["warm up"], "warm")
+        for make in METHODS.values():  # every encoder the methods use
+            scorer = make()
+            (EmbeddingScorer() if scorer == "embedding" else scorer).relevance(["warm up"],
+                                                                               "warm")
         cascade.word_piece_vectors(["warm up"])
         report["model_load_s"] = time.perf_counter() - load
         convs = pb.load_locomo(bench, 2 if args.quick else 24, 0)

@@ -33,7 +33,7 @@ def encoder(monkeypatch):
     """Deterministic stand-ins for MiniLM and its word pieces; records what is embedded."""
     seen: list[str] = []
 
-    def fake(texts):
+    def fake(texts, dtype="fast"):
         seen.extend(texts)
         return np.stack([_vec(t) for t in texts])
 
@@ -117,6 +117,17 @@ def test_word_piece_vectors_of_the_bundled_model():
     v = cascade.word_piece_vectors(["the violin concert", "a violin recital", "tax forms", ""])
     assert v.shape == (4, 384) and np.allclose(np.linalg.norm(v[:3], axis=1), 1.0, atol=1e-5)
     assert v[0] @ v[1] > v[0] @ v[2] and not v[3].any()
+
+
+def test_word_piece_vectors_are_the_same_from_a_bf16_table():
+    from ctxkit.embedding.encoder import PackedEncoder
+
+    texts = ["the violin concert", "a violin recital", "tax forms", "", "x " * 400]
+    exact = cascade.word_piece_vectors(texts, PackedEncoder(device="cpu", dtype="float32"))
+    half = cascade.word_piece_vectors(texts, PackedEncoder(device="cpu", dtype="bfloat16"))
+    # bf16 rounds each table entry (8 bits of mantissa); the sum runs in fp32
+    assert np.allclose(exact, half, atol=1e-2) and not half[3].any()
+    assert (exact[:3] * half[:3]).sum(1).min() > 0.9999
 
 
 def test_a_growing_history_reads_each_turns_word_pieces_once(encoder):

