@@ -146,3 +146,22 @@ def test_near_duplicates_shortcut_equals_the_dedup_pipeline(texts):
     want = dedup(list(texts), method=["exact", "minhash"], threshold={"minhash": 0.8},
                  keep="first", punctuation=True, unit="word", ngram=3).duplicate_of
     assert near_duplicates(texts) == [int(d) for d in want]
+
+
+_PIECES = st.sampled_from(["the", "The", "cat", "sat.", "sat", "Cat!", "on", "mat", "  ", "\n",
+                           "?", "ünï", "42"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_PIECES, max_size=8).map(" ".join), max_size=6))
+def test_shared_shingle_check_is_the_same_with_sets_and_with_hashes(texts):
+    import ctxkit.compression.density as d
+
+    small = d._no_shared_shingle(texts)
+    old, d._SMALL_CHARS = d._SMALL_CHARS, -1  # every input through the hashed path
+    try:
+        assert d._no_shared_shingle(texts) == small
+    finally:
+        d._SMALL_CHARS = old
+    if small:
+        assert near_duplicates(texts) == [-1] * len(texts)
