@@ -130,6 +130,21 @@ def test_word_piece_vectors_are_the_same_from_a_bf16_table():
     assert (exact[:3] * half[:3]).sum(1).min() > 0.9999
 
 
+def test_word_piece_vectors_are_the_mean_of_the_models_word_pieces():
+    from ctxkit.embedding.encoder import PackedEncoder
+
+    enc = PackedEncoder(device="cpu", dtype="float32")
+    texts = ["Caroline: I went to a LGBTQ support group!", "", "Ünïcode 日本語 🙂 naïve",
+             "word " * 600, "[CLS] tokens [SEP] stay text"]
+    bb = enc.backbone
+    table = bb.encoder.get_input_embeddings().weight if bb.fused is None else bb.fused.word
+    ids = bb.tokenizer(texts, add_special_tokens=False, truncation=True,
+                       max_length=enc.max_seq_length)["input_ids"]
+    want = np.stack([table[x].detach().mean(0).numpy() if x else np.zeros(384) for x in ids])
+    want /= np.maximum(np.linalg.norm(want, axis=1, keepdims=True), 1e-12)
+    np.testing.assert_allclose(cascade.word_piece_vectors(texts, enc), want, atol=1e-5)
+
+
 def test_a_growing_history_reads_each_turns_word_pieces_once(encoder):
     mem = ChatMemory(budget=600)
     for message in MESSAGES[:200]:

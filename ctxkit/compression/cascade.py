@@ -33,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -61,23 +62,44 @@ def word_piece_vectors(texts: Sequence[str], encoder: Encoder | None = None) -> 
         True
     """
     import torch
+    import torch.nn.functional as F
 
     enc = ranking_encoder() if encoder is None else encoder
     backbone = enc.backbone
     table = backbone.fused.word if backbone.fused is not None else \
         backbone.encoder.get_input_embeddings().weight
-    ids = backbone.tokenizer(list(texts), add_special_tokens=False, truncation=True,
-                             max_length=enc.max_seq_length)["input_ids"]
+    limit = enc.max_seq_length
+    # the tokenizer's Rust core directly: transformers' per-text conversion of each encoding
+    # cost three times the tokenization itself on a 100k-token history
+    encodings = _piece_tokenizer(backbone.tokenizer).encode_batch_fast(list(texts))
+    ids = [e.ids[:limit] for e in encodings]
     lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
     flat = torch.from_numpy(np.fromiter((t for x in ids for t in x), np.int64,
                                         int(lengths.sum()))).to(table.device)
-    rows = torch.from_numpy(np.repeat(np.arange(len(ids)), lengths)).to(table.device)
+    offsets = torch.from_numpy(np.cumsum(lengths) - lengths).to(table.device)
     with torch.inference_mode():
-        # the pieces' rows summed in fp32 whatever the table's dtype (a bf16 table's rows are
-        # exact in fp32; only a bf16 sum would round)
-        out = torch.zeros(len(ids), table.shape[1], dtype=torch.float32, device=table.device)
-        out.index_add_(0, rows, table.detach()[flat].float())
+        out = F.embedding_bag(flat, _fp32(table), offsets, mode="sum")
     return unit_rows(out.cpu().numpy())
+
+
+@functools.lru_cache(maxsize=4)
+def _piece_tokenizer(hf_tokenizer):
+    """A private copy of the model's Rust tokenizer with no special tokens, truncation or
+    padding (transformers sets those on the shared one per call)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())
+    tok.no_truncation()
+    tok.no_padding()
+    tok.post_processor = None  # no [CLS] / [SEP]
+    return tok
+
+
+@functools.lru_cache(maxsize=4)
+def _fp32(table):
+    """The word-piece table in fp32 (a bf16 model's, converted once: its rows are exact in
+    fp32, so the sums do not round as bf16 sums would)."""
+    return table.detach().float()
 
 
 def _z(x: np.ndarray) -> np.ndarray:
