@@ -206,6 +206,9 @@ def test_fast_dtype_is_bf16_only_where_the_hardware_multiplies_it(monkeypatch):
     assert resolve_dtype("auto", cpu) == torch.float32  # auto stays exact on CPU
     monkeypatch.setattr(model, "native_bf16_cpu", lambda: False)
     assert resolve_dtype("fast", cpu) == torch.float32
+    # the same weights in memory when "fast" resolves to fp32
+    assert PackedEncoder(device="cpu", dtype="fast").backbone is \
+        PackedEncoder(device="cpu").backbone
     if torch.cuda.is_available():
         assert resolve_dtype("fast", torch.device("cuda")) == resolve_dtype("auto",
                                                                          torch.device("cuda"))
