@@ -4,8 +4,9 @@ bridge entity) is kept, and at a tight budget both hops survive as sentences."""
 import numpy as np
 
 from ctxkit.compression import selection
-from ctxkit.compression.multihop import bridge_relevance, chunk_names, mentions, normalise
-from ctxkit.compression.prune import compress
+from ctxkit.compression.multihop import (bridge_relevance, chunk_names, mentions, normalise,
+                                         repeated_title)
+from ctxkit.compression.prune import REASON_CODES, compress
 
 QUERY = "Who founded the regiment that Romer joined?"
 FIRST = ("Jan Romer: Jan Romer was a Polish general who joined the regiment called the "
@@ -65,6 +66,18 @@ def test_a_tight_budget_ranks_sentences_first_when_the_evidence_spans_two_chunks
     assert _scores(alone, 0.4).tolist() == _scores(alone, 1.0).tolist()
 
 
+def test_a_first_sentence_ranks_just_below_the_best_sentence_it_borrows_from():
+    chunks = ["Romer: He liked tea. Romer joined the regiment that Napoleon founded.",
+              "Garden club: Gardeners grow beans. They grow peas."]
+    for share in (0.4, 1.0):
+        scores = _scores(chunks, share)
+        # the first sentence comes with the best (far above the rest), just below it: when only
+        # one of the two fits, the sentence whose own relevance earned the score is kept
+        assert 0 < scores[1] - scores[0] < 1e-6 and scores[0] > scores[2:].max() + 0.1
+    out = compress(chunks, 12, query=QUERY, scorer="idf")
+    assert out.text == "Romer joined the regiment that Napoleon founded."
+
+
 def test_chunk_names_are_title_like_prefixes():
     assert chunk_names([FIRST, "Paris\nThe capital.", "The Visit (2015 film): A film.",
                         "Procter &amp; Gamble: A company.", "Plain text. With a: colon",
@@ -93,3 +106,51 @@ def test_bridge_relevance_follows_relevant_sentences_only():
     assert named.tolist() == [1.0, 0.1, 0.1, 1.0]
     assert bridge_relevance(np.array([1.0, 0.5]), [None, None], sentences[:2], [0, 1],
                             srel[:2], "q").tolist() == [1.0, 0.5]
+
+
+def test_repeated_title_is_a_prefix_whose_every_word_the_sentence_repeats():
+    assert repeated_title("Jan Romer: Jan Romer was a Polish general.") == len("Jan Romer: ")
+    # the parenthetical counts: its words must be in the sentence too
+    film = "The Visit (2015 film): The Visit is a 2015 American horror film."
+    assert film[repeated_title(film):] == "The Visit is a 2015 American horror film."
+    assert repeated_title("Mary Poppins (disambiguation): Mary Poppins is a series.") == 0
+    assert repeated_title("Paris\nParis is the capital of France.") == len("Paris\n")
+    # case, accents and punctuation do not matter; a missing word does
+    assert repeated_title("Kolozsvár Ghetto: The kolozsvar ghetto was small.") > 0
+    assert repeated_title("Jan Romer: Romer was a general.") == 0
+    # no title: body text before a colon, a time, a title with nothing after it
+    for text in ("Plain text. With a: colon with text", "At 10:30 we meet at 10.",
+                 "Jan Romer: ", "Title only"):
+        assert repeated_title(text) == 0
+
+
+def test_a_repeated_title_costs_nothing_and_is_in_the_ledger():
+    chunks = ["Vistula Legion: The Vistula Legion was a Polish formation raised by Napoleon "
+              "in 1807. Its soldiers served in Spain and in Russia for five years.",
+              "Town band: A band plays marches on parade days in the square. Its members "
+              "practise every Tuesday in the old school hall."]
+    lead = "The Vistula Legion was a Polish formation raised by Napoleon in 1807."
+    from ctxkit.io.tokenizers import get_tokenizer
+
+    tok = get_tokenizer("cl100k_base")
+    both = lead + " Its soldiers served in Spain and in Russia for five years."
+    budget = tok.count(both)  # room for the chunk's two sentences, not for its title too
+    out = compress(chunks, budget, query="Who raised the Vistula Legion, and where did its "
+                   "soldiers serve?", scorer="idf")
+    assert out.text == both and out.compressed_tokens <= budget
+    unit = out.units[0]
+    assert unit.kept and unit.code == "title_repeated" and unit.code in REASON_CODES
+    assert unit.compressed == lead and unit.dropped_words == ["Vistula", "Legion:"]
+    assert unit.text.startswith("Vistula Legion: ")  # the ledger keeps the input unit
+    # force_keep keeps the unit verbatim, title included; word pruning decides on its own
+    forced = compress(chunks, budget + 10, query="Who raised it?", scorer="idf",
+                      force_keep="Vistula Legion:")
+    assert forced.text.startswith("Vistula Legion: The Vistula Legion")
+    pruned = compress(chunks, 40, query="Who raised the Vistula Legion?", scorer="idf",
+                      token_drop=0.2)
+    assert all(u.code != "title_repeated" for u in pruned.units)
+    # a title the sentence does not repeat stays
+    titled = "Legion history: " + lead
+    other = compress([titled, chunks[1]], tok.count(titled),
+                     query="Who raised the Vistula Legion?", scorer="idf")
+    assert other.text == titled and other.units[0].code is None

@@ -36,7 +36,7 @@ CASCADE_FLOOR = 1024  # units embedded without a first stage
 CASCADE_SHARE = 4  # above the floor, the BM25 best n // CASCADE_SHARE units are embedded
 
 
-def embed(texts: Sequence[str], dtype: str = "fast") -> np.ndarray:
+def embed(texts: Sequence[str], dtype: str = vectors.RANKING_DTYPE) -> np.ndarray:
     """Unit vectors the scorer ranks with: the bundled MiniLM in ``dtype`` (``"fast"``: bf16
     on CPUs that multiply it natively, :func:`~ctxkit.embedding.vectors.ranking_encoder`)."""
     return vectors.embed(texts, vectors.default_encoder(dtype=dtype))
@@ -68,7 +68,7 @@ class EmbeddingScorer(IdfScorer):
 
     def __init__(self, lexical_weight: float = 0.4, table: dict[str, float] | None = None,
                  candidates: int | None = None, cache: EmbeddingCache | None = None,
-                 dtype: str = "fast"):
+                 dtype: str = vectors.RANKING_DTYPE):
         if lexical_weight < 0:
             raise bad_option("lexical_weight", f" must be >= 0, got {lexical_weight}")
         if candidates is not None and (not isinstance(candidates, int) or candidates < 0):
@@ -80,7 +80,7 @@ class EmbeddingScorer(IdfScorer):
         self.candidates = candidates
         self.dtype = dtype
         self._cache = cache if cache is not None else (
-            SHARED_CACHE if self.dtype == "fast" else EmbeddingCache())
+            SHARED_CACHE if self.dtype == vectors.RANKING_DTYPE else EmbeddingCache())
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         # looked up at call time, so tests can count the encoder's calls

@@ -172,3 +172,24 @@ def chunk_links(pairs: Sequence[tuple[str, str]], owner: Sequence[int]) -> np.nd
     refs = mentions(texts, chunk_names(texts))
     np.fill_diagonal(refs, False)
     return refs | refs.T
+
+
+def repeated_title(unit: str) -> int:
+    """Characters of ``unit``'s title-like prefix (module docstring; with its ``": "`` or line
+    break) when the rest of the unit repeats every word of it, else 0: such a title says
+    nothing its sentence does not, so dropping it loses no word of information.
+
+    Example:
+        >>> repeated_title("Jan Romer: Jan Romer was a Polish general.")
+        11
+        >>> repeated_title("Mary Poppins (disambiguation): Mary Poppins is a series.")
+        0
+    """
+    m = _PREFIX.match(unit)
+    if not m or not chunk_names([unit])[0]:
+        return 0
+    rest = normalise(unit[m.end():])
+    words = normalise(m.group(1)).split()
+    if not words or not all(f" {w} " in rest for w in words):
+        return 0
+    return m.end()

@@ -27,6 +27,12 @@ Two levels, after LLMLingua (Jiang et al. 2023) and LongLLMLingua (Jiang et al. 
    text without sentence ends (transcripts, logs, code, one-line records) still yields units
    that fit, and a budget that fits one atom never comes back empty.
 
+   A chunk's title-like prefix (``"Jan Romer: Jan Romer (1869-1934) was a Polish general."``;
+   :func:`~ctxkit.compression.multihop.repeated_title`) that its first sentence repeats word
+   for word says nothing the sentence does not: that sentence is selected at its cost without
+   the title and emitted without it (reason code ``"title_repeated"``), so at a tight budget
+   the room goes to evidence rather than to a repeated name.
+
 2. *Fine* (``granularity="token"``, or ``token_drop > 0`` for the others): inside kept units drop
    the lowest self-information words and filler, LLMLingua-2 style (a percentile threshold per
    unit; a global one for ``"token"``). Numbers, identifiers, URLs, code spans, acronyms, query
@@ -58,7 +64,7 @@ from ctxkit.compression.atoms import atoms, is_protected
 from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.density import near_duplicates
 from ctxkit.compression.fallback_units import MAX_UNIT_TOKENS, cap_units
-from ctxkit.compression.multihop import chunk_links
+from ctxkit.compression.multihop import chunk_links, repeated_title
 from ctxkit.compression.options import GRANULARITIES, CompressOptions, check_budget
 from ctxkit.compression.scorer_base import Scorer
 from ctxkit.compression.scorers import check_scorer, get_scorer
@@ -70,6 +76,7 @@ from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = [
     "GRANULARITIES",
+    "REASON_CODES",
     "CompressResult",
     "Unit",
     "check_budget",
@@ -79,14 +86,19 @@ __all__ = [
 ]
 
 
+# ``Unit.code``: why a unit was dropped or shortened, as data
+REASON_CODES = ("duplicate", "redundant", "over_budget", "pruned", "every_word_pruned",
+                "title_repeated")
+
+
 @dataclass
 class Unit:
     """One unit of the input and what happened to it.
 
     ``reason`` is ``None`` for a unit kept whole, else why it was dropped or shortened:
     ``"duplicate of unit J"``, ``"redundant with unit J (similarity S)"``, ``"over budget"``,
-    ``"pruned N low-information words"``; ``code`` says the same as data: ``"duplicate"``,
-    ``"redundant"``, ``"over_budget"``, ``"pruned"`` or ``"every_word_pruned"``.
+    ``"pruned N low-information words"``, ``"title dropped: its sentence repeats it"``;
+    ``code`` says the same as data, one of :data:`REASON_CODES`.
     """
 
     index: int
@@ -161,7 +173,9 @@ def compress(
     :class:`~ctxkit.compression.scorers.Scorer`. ``reorder="sort"`` emits kept units by score,
     most useful first (LongLLMLingua), instead of in their original order.
 
-    ``options``: a :class:`~ctxkit.compression.options.CompressOptions`; keywords that differ
+    A kept chunk's first sentence is emitted without the chunk's title when it repeats every
+    word of it (module docstring). ``options``: a
+    :class:`~ctxkit.compression.options.CompressOptions`; keywords that differ
     from their defaults apply on top of it. Raises :class:`~ctxkit.errors.OptionError` for a
     budget under 1 or a bad option, and ``ValueError`` for a budget too small for the
     ``force_keep`` parts.
@@ -245,6 +259,15 @@ def compress(
             alive[i] = False
             reason[i], code[i] = f"duplicate of unit {d}", "duplicate"
 
+    # first sentences that repeat their chunk's title are selected and emitted without it
+    # (module docstring); with word pruning (token_drop, "token") the pruning decides
+    untitled = {} if granularity == "token" or token_drop else untitled_firsts(texts, owner,
+                                                                               forced)
+    cost = tokens.copy()
+    if untitled:
+        keys = list(untitled)
+        cost[keys] = count_tokens([untitled[i][0] for i in keys])
+
     protect = {a.lower() for _, _, a in atoms(query or "") if not is_protected(a)}
     protect -= FILLER
     compressed: dict[int, tuple[str, list[str]]] = {}
@@ -266,8 +289,9 @@ def compress(
                 sim[links[np.ix_(owner, owner)]] = 0.0
             else:
                 sim = sc.similarity(texts)
-        picked, blamed = greedy_mmr(scores, tokens, alive & ~forced, forced, room, sim,
+        picked, blamed = greedy_mmr(scores, cost, alive & ~forced, forced, room, sim,
                                      redundancy)
+        compressed.update((i, untitled[i]) for i in untitled if picked[i])
         for i, (j, s) in blamed.items():
             reason[i], code[i] = f"redundant with unit {j} (similarity {s:.2f})", "redundant"
         if token_drop:
@@ -306,10 +330,35 @@ def compress(
         why = None if kept else reason.get(i, "over budget")
         why_code = None if kept else code.get(i, "over_budget")
         short, dropped_words = compressed.get(i, (None, []))
-        if kept and dropped_words:
+        if kept and i in untitled:
+            why, why_code = "title dropped: its sentence repeats it", "title_repeated"
+        elif kept and dropped_words:
             why = f"pruned {len(dropped_words)} low-information words"
             why_code = "pruned"
         units.append(Unit(i, t, int(n), float(scores[i]), kept, why, owner[i], bool(forced[i]),
                           short if kept and dropped_words else None, dropped_words, why_code))
     return result(text, units)
 
+
+
+def untitled_firsts(texts: Sequence[str], owner: Sequence[int], forced: np.ndarray
+                    ) -> dict[int, tuple[str, list[str]]]:
+    """``{unit: (text without its title, the title's words)}`` for each chunk's first unit whose
+    title-like prefix the rest repeats (:func:`~ctxkit.compression.multihop.repeated_title`);
+    forced units stay verbatim.
+
+    Example:
+        >>> untitled_firsts(["Paris: Paris is in France.", "It is big.", "Nice: A city."],
+        ...                 [0, 0, 1], np.zeros(3, bool))
+        {0: ('Paris is in France.', ['Paris:'])}
+    """
+    out: dict[int, tuple[str, list[str]]] = {}
+    previous = None
+    for i, (text, chunk) in enumerate(zip(texts, owner)):
+        first, previous = chunk != previous, chunk
+        if not first or forced[i]:
+            continue
+        cut = repeated_title(text)
+        if cut:
+            out[i] = (text[cut:], text[:cut].split())
+    return out

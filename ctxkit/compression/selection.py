@@ -49,7 +49,7 @@ def coarse_to_fine_scores(pairs: Sequence[tuple[str, str]], owner: Sequence[int]
                           tokens: np.ndarray | None = None) -> np.ndarray:
     """Score of each sentence: its chunk's relevance, plus ``sentence_weight`` times its own,
     plus its information density (0.01 times, to break ties only); a chunk's first sentence
-    scores as its best one.
+    scores as its best one, just below it when that is another sentence.
 
     Chunks (list items, or a string's paragraphs) are ranked first with ``scorer.relevance``
     (LongLLMLingua's coarse step), so whole relevant chunks keep their context; a sentence's
@@ -61,7 +61,8 @@ def coarse_to_fine_scores(pairs: Sequence[tuple[str, str]], owner: Sequence[int]
     each sentence's), two pieces of evidence can only both survive as sentences: the
     sentence's own relevance then leads (:data:`TIGHT_SENTENCE_WEIGHT`) and its chunk's is
     the prior. A chunk's first sentence names what the chunk is about (a title, a lead), so it
-    is kept with the first sentence kept from its chunk.
+    is kept with the first sentence kept from its chunk; it ranks just below the sentence it
+    borrows its score from, so that when only one of the two fits, the evidence is kept.
     """
     own = np.asarray(owner)
     n_chunks = int(own.max()) + 1 if own.size else 0
@@ -84,7 +85,10 @@ def coarse_to_fine_scores(pairs: Sequence[tuple[str, str]], owner: Sequence[int]
     best = np.full(n_chunks, -np.inf)
     np.maximum.at(best, own, score)
     first = np.r_[True, own[1:] != own[:-1]]
-    return np.where(first, best[own], score)
+    # a first sentence scoring as its chunk's best sentence ranks just below it: when only one
+    # of the two fits, the one whose own relevance earned the score is kept
+    borrowed = first & (score < best[own])
+    return np.where(first, best[own] - 1e-9 * borrowed, score)
 
 
 def greedy_mmr(scores: np.ndarray, tokens: np.ndarray, candidates: np.ndarray,

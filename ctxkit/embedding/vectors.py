@@ -14,9 +14,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["DEFAULT_DIM", "Encoder", "default_encoder", "embed", "ranking_encoder", "unit_rows"]
+__all__ = ["DEFAULT_DIM", "RANKING_DTYPE", "Encoder", "default_encoder", "embed", "ranking_encoder",
+           "unit_rows"]
 
 DEFAULT_DIM = 384  # all-MiniLM-L6-v2, the bundled default model
+# what relevance ranking embeds in: bf16 where the CPU multiplies it natively, fp32 elsewhere
+RANKING_DTYPE = "fast"
 
 
 class Encoder(Protocol):
@@ -40,7 +43,7 @@ def ranking_encoder() -> Encoder:
     Relevance scoring only ranks by cosine, which bf16 moves by under 0.005 (0.001 on average
     over LoCoMo turns and questions), and the forward is most of a cold ``compress_chat``
     (``python -m evals.chat_latency``)."""
-    return default_encoder(dtype="fast")
+    return default_encoder(dtype=RANKING_DTYPE)
 
 
 def embed(texts: Sequence[str], encoder: Encoder | None = None) -> np.ndarray:
