@@ -4,8 +4,13 @@ bridge entity) is kept, and at a tight budget both hops survive as sentences."""
 import numpy as np
 
 from ctxkit.compression import selection
-from ctxkit.compression.multihop import (bridge_relevance, chunk_names, mentions, normalise,
-                                         repeated_title)
+from ctxkit.compression.multihop import (
+    bridge_relevance,
+    chunk_names,
+    mentions,
+    normalise,
+    repeated_title,
+)
 from ctxkit.compression.prune import REASON_CODES, compress
 
 QUERY = "Who founded the regiment that Romer joined?"

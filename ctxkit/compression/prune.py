@@ -340,7 +340,6 @@ def compress(
     return result(text, units)
 
 
-
 def untitled_firsts(texts: Sequence[str], owner: Sequence[int], forced: np.ndarray
                     ) -> dict[int, tuple[str, list[str]]]:
     """``{unit: (text without its title, the title's words)}`` for each chunk's first unit whose
