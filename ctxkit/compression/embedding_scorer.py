@@ -52,8 +52,8 @@ class EmbeddingScorer(IdfScorer):
     ``candidates``: units embedded per call after the BM25 first stage (``None``: the module's
     rule; ``0``: every unit). Information per word is the ``idf`` scorer's.
     ``dtype``: the encoder's (:class:`~ctxkit.embedding.options.EmbedOptions`); the default
-    ``"fast"`` runs bf16 on CPUs with native bf16, about 2.4x faster than fp32, moving a cosine by
-    under 0.005. Another dtype keeps its vectors in a cache of the scorer's own, since the
+    ``"fast"`` runs bf16 on CPUs with native bf16, 2.4-3.5x faster than fp32, moving a cosine
+    by under 0.005. Another dtype keeps its vectors in a cache of the scorer's own, since the
     shared one holds ``"fast"`` vectors.
 
     Example:
