@@ -1,7 +1,11 @@
 """Multi-hop selection in compress's defaults: a chunk named only by a relevant chunk (the
 bridge entity) is kept, and at a tight budget both hops survive as sentences."""
 
+import re
+
 import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ctxkit.compression import selection
 from ctxkit.compression.multihop import (
@@ -159,3 +163,39 @@ def test_a_repeated_title_costs_nothing_and_is_in_the_ledger():
     other = compress([titled, chunks[1]], tok.count(titled),
                      query="Who raised the Vistula Legion?", scorer="idf")
     assert other.text == titled and other.units[0].code is None
+
+
+_NAMES = ["Jan Romer", "Vistula Legion", "The Visit (2015 film)", "Paris", "Kolozsvár Ghetto"]
+_BODIES = ["{name} was a Polish general.", "It was raised in 1807.", "{name} is a film by a "
+           "director.", "The city of {name} is old.", "Nothing repeats the name here."]
+
+
+@st.composite
+def titled_chunks(draw):
+    chunks = []
+    for _ in range(draw(st.integers(1, 6))):
+        name = draw(st.sampled_from(_NAMES))
+        spoken = _PAREN_RE.sub("", name)
+        body = " ".join(draw(st.sampled_from(_BODIES)).format(name=spoken)
+                        for _ in range(draw(st.integers(1, 3))))
+        chunks.append(f"{name}: {body}")
+    return chunks
+
+
+_PAREN_RE = re.compile(r"\s*\([^()]*\)")
+
+
+@given(chunks=titled_chunks(), budget=st.integers(1, 60),
+       granularity=st.sampled_from(["coarse-to-fine", "sentence", "chunk"]),
+       query=st.sampled_from([None, "Who was the general?", "Which film?"]))
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_repeated_titles_never_break_the_budget_or_lose_a_word(chunks, budget, granularity,
+                                                                query):
+    out = compress(chunks, budget, query=query, scorer="idf", granularity=granularity)
+    assert out.compressed_tokens <= budget and out.text.strip()
+    for u in out.units:
+        if u.code == "title_repeated":
+            assert u.kept and u.text.endswith(u.compressed) and u.compressed in out.text
+            # every dropped title word is still in what the unit emits
+            emitted = normalise(u.compressed)
+            assert all(f" {w} " in emitted for w in normalise(" ".join(u.dropped_words)).split())
