@@ -193,14 +193,15 @@ def summary(lat: dict[str, Any]) -> dict[str, str]:
     if "longest" in lat and "joined" in lat:
         a, b = lat["longest"], lat["joined"]
         size = b["tokens"] / a["tokens"]
-        out["growth"] = (f"{size:.1f}x the tokens take "
-                         f"{b[DEFAULT]['wall_s'] / a[DEFAULT]['wall_s']:.1f}x the wall time "
-                         f"({b[DEFAULT]['cpu_s'] / a[DEFAULT]['cpu_s']:.1f}x the CPU) with the "
-                         "defaults at 1/4 of each history's tokens")
+        wall = b[DEFAULT]["wall_s"] / a[DEFAULT]["wall_s"]
+        out["growth"] = (f"{size:.2f}x the tokens take {wall:.2f}x the wall time "
+                         f"({b[DEFAULT]['cpu_s'] / a[DEFAULT]['cpu_s']:.2f}x the CPU) with the "
+                         f"defaults at 1/4 of each history's tokens ({wall / size:.2f}x per "
+                         "token: 1 is linear)")
         c = lat.get("joined_fixed")
         if c:
-            out["growth"] += (f"; {c[DEFAULT]['wall_s'] / a[DEFAULT]['wall_s']:.1f}x the wall "
-                              f"time ({c[DEFAULT]['cpu_s'] / a[DEFAULT]['cpu_s']:.1f}x the CPU) "
+            out["growth"] += (f"; {c[DEFAULT]['wall_s'] / a[DEFAULT]['wall_s']:.2f}x the wall "
+                              f"time ({c[DEFAULT]['cpu_s'] / a[DEFAULT]['cpu_s']:.2f}x the CPU) "
                               f"at the longest one's budget ({c['budget']:,} tokens)")
     return out
 
