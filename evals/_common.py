@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,20 @@ ALPACA_SOURCES = {
     "gpteacher_toolformer": "gpteacher/toolformer-dedupe-only-dataset.json",
     "gpteacher_codegen": "gpteacher/codegen-instruct.json",
 }
+
+
+def command_line(module: str, argv: list[str] | None) -> str:
+    """The command that ran ``module`` with ``argv`` (default: this process's arguments),
+    without ``--out DIR``: where the results went is not part of what was measured.
+
+    Example:
+        >>> command_line("evals.embedding", ["--n", "250", "--out", "/tmp/x"])
+        'python -m evals.embedding --n 250'
+    """
+    given = list(sys.argv[1:] if argv is None else argv)
+    if "--out" in given:
+        del given[given.index("--out"):given.index("--out") + 2]
+    return " ".join([f"python -m {module}", *given])
 
 
 def data_dir() -> Path | None:

@@ -89,10 +89,8 @@ def latency(hists: dict[str, list], tok, reps: int, joined_old_reps: int) -> dic
     """Median wall and CPU seconds per history and method, calls interleaved; ``"joined"`` at
     1/4 of its tokens, ``"joined_fixed"`` at the longest history's budget."""
     out: dict[str, Any] = {}
-    runs = [(name, msgs) for name, msgs in hists.items()]
-    if "longest" in hists and "joined" in hists:
-        runs.append(("joined_fixed", hists["joined"]))
-    fixed = count_chat_tokens(hists["longest"], tokenizer=tok) // 4 if "longest" in hists else 0
+    runs = [*hists.items(), ("joined_fixed", hists["joined"])]
+    fixed = count_chat_tokens(hists["longest"], tokenizer=tok) // 4
     for name, msgs in runs:
         tokens = count_chat_tokens(msgs, tokenizer=tok)
         budget = fixed if name == "joined_fixed" else tokens // 4

@@ -20,7 +20,6 @@ import argparse
 import os
 import random
 import resource
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -112,7 +111,7 @@ def markdown(res: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from evals._common import write_results
+    from evals._common import command_line, write_results
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few seconds, small sizes")
@@ -129,10 +128,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if base < 1 or args.rounds < 1 or min(copies) < 1:
         raise SystemExit("--base, --rounds and --copies must be positive")
     res = profile(corpora(base, sorted(set(copies)), args.seed), args.threshold, args.rounds)
-    given = list(sys.argv[1:] if argv is None else argv)
-    if "--out" in given:  # where the results went is not part of what was measured
-        del given[given.index("--out") : given.index("--out") + 2]
-    res["command"] = " ".join(["python -m evals.dedup_stages", *given])
+    res["command"] = command_line("evals.dedup_stages", argv)
     text = markdown(res)
     write_results(args.out, "dedup_stages", res, text)
     print(text)

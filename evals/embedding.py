@@ -28,13 +28,14 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
+
+from evals._common import command_line
 
 NAME = "embedding"
 
@@ -267,11 +268,8 @@ def main(argv: list[str] | None = None) -> dict:
         results[name] = res
         print(name, {m: round(v, 3) for m, v in res["speedup_vs_st_bs32"].items()}, flush=True)
 
-    given = list(sys.argv[1:] if argv is None else argv)
-    if "--out" in given:  # where the results went is not part of what was measured
-        del given[given.index("--out"):given.index("--out") + 2]
     report = {"benchmark": NAME, "data": source, "model": "all-MiniLM-L6-v2 (bundled)",
-              "command": " ".join(["python -m evals.embedding", *given]),
+              "command": command_line("evals.embedding", argv),
               "args": {k: str(v) for k, v in vars(args).items()},
               "machine": machine_info(args.threads), "fidelity": fidelity, "results": results}
     args.out.mkdir(parents=True, exist_ok=True)

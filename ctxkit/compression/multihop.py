@@ -77,18 +77,19 @@ def chunk_names(chunks: Sequence[str]) -> list[str | None]:
         ...              "No title here. Just text: with a colon."])
         ['The Visit', 'Paris', None]
     """
-    out: list[str | None] = []
-    for chunk in chunks:
-        m = _PREFIX.match(chunk)
-        name = _PAREN.sub("", m.group(1)).strip() if m else ""
-        words = name.split()
-        # a prefix holding a sentence end is body text, not a title ("Mr. O'Brien" and
-        # "J. R. Williams" are abbreviations and initials, not sentence ends)
-        if not words or len(words) > MAX_NAME_WORDS or _SENTENCE_END.search(name + " "):
-            out.append(None)
-            continue
-        out.append(name if normalise(name).strip() else None)
-    return out
+    return [title[0] if (title := _title(chunk)) else None for chunk in chunks]
+
+
+def _title(chunk: str) -> tuple[str, re.Match[str]] | None:
+    """The chunk's name and the match of its whole prefix, or None (module docstring)."""
+    m = _PREFIX.match(chunk)
+    name = _PAREN.sub("", m.group(1)).strip() if m else ""
+    words = name.split()
+    # a prefix holding a sentence end is body text, not a title ("Mr. O'Brien" and
+    # "J. R. Williams" are abbreviations and initials, not sentence ends)
+    if not words or len(words) > MAX_NAME_WORDS or _SENTENCE_END.search(name + " "):
+        return None
+    return (name, m) if normalise(name).strip() else None
 
 
 def mentions(texts: Sequence[str], names: Sequence[str | None]) -> np.ndarray:
@@ -185,11 +186,9 @@ def repeated_title(unit: str) -> int:
         >>> repeated_title("Mary Poppins (disambiguation): Mary Poppins is a series.")
         0
     """
-    m = _PREFIX.match(unit)
-    if not m or not chunk_names([unit])[0]:
+    title = _title(unit)
+    if title is None:
         return 0
+    m = title[1]
     rest = normalise(unit[m.end():])
-    words = normalise(m.group(1)).split()
-    if not words or not all(f" {w} " in rest for w in words):
-        return 0
-    return m.end()
+    return m.end() if all(f" {w} " in rest for w in normalise(m.group(1)).split()) else 0

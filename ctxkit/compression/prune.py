@@ -259,21 +259,19 @@ def compress(
             alive[i] = False
             reason[i], code[i] = f"duplicate of unit {d}", "duplicate"
 
-    # first sentences that repeat their chunk's title are selected and emitted without it
-    # (module docstring); with word pruning (token_drop, "token") the pruning decides
-    untitled = {} if granularity == "token" or token_drop else untitled_firsts(texts, owner,
-                                                                               forced)
-    cost = tokens.copy()
-    if untitled:
-        keys = list(untitled)
-        cost[keys] = count_tokens([untitled[i][0] for i in keys])
-
     protect = {a.lower() for _, _, a in atoms(query or "") if not is_protected(a)}
     protect -= FILLER
     compressed: dict[int, tuple[str, list[str]]] = {}
+    untitled: dict[int, tuple[str, list[str]]] = {}
     if granularity == "token":
         picked = alive.copy()
     else:
+        # first sentences that repeat their chunk's title are selected and emitted without it
+        # (module docstring); with token_drop the word pruning decides
+        untitled = {} if token_drop else untitled_firsts(texts, owner, forced)
+        cost = tokens.copy()
+        if untitled:
+            cost[list(untitled)] = count_tokens([short for short, _ in untitled.values()])
         # the coarse pass reserves room for what fine pruning will remove again
         room = int(budget / (1.0 - token_drop)) if token_drop else int(budget)
         room -= int(tokens[forced].sum())
