@@ -63,7 +63,7 @@ class EmbedOptions(OptionSet):
             ``SentenceTransformer`` (single machine only).
         device: ``auto`` (CUDA when present), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
         dtype: ``auto`` (fp32 on CPU, bf16/fp16 on GPU), ``fast`` (as auto, but bf16 on CPUs
-            that multiply it natively: 2.4-3.5x faster, cosines within 0.005 of fp32's),
+            that multiply it natively: several times faster, cosine above 0.9999 to fp32's),
             ``float32``, ``float16``, ``bfloat16``.
         batch_tokens: token slots per forward pass; None: 4096 on CPU, 65536 on GPU.
         chunk_size: texts tokenised, packed and written together (bounds memory).
