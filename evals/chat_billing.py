@@ -46,8 +46,8 @@ class Method:
 def summarizer(kind: str, budget: int) -> Any:
     """The summarizer of the summary rows: ``extractive`` or ``smollm2``, sized to the
     summary's share of ``budget``."""
-    from ctxkit.compression import summarizers
-    from ctxkit.compression.summary import SummaryOptions
+    from ctxkit.chat import summarizers
+    from ctxkit.chat.summary_placement import SummaryOptions
 
     room = max(16, int(SummaryOptions().share * budget) - 16)  # header and framing
     if kind == "smollm2":
@@ -57,9 +57,9 @@ def summarizer(kind: str, budget: int) -> Any:
 
 def _memory(budget: int, scorer: str, prefix_cache: bool, summarize: str | None = None
             ) -> Method:
-    from ctxkit.compression.chat import select
-    from ctxkit.compression.memory import ChatMemory
-    from ctxkit.compression.summary import summarized_select
+    from ctxkit.chat.memory import ChatMemory
+    from ctxkit.chat.pipeline import select
+    from ctxkit.chat.summary_placement import summarized_select
 
     fold = summarizer(summarize, budget) if summarize else None
     mem = ChatMemory(budget, scorer=scorer, prefix_cache=prefix_cache, summarize=fold)
@@ -96,7 +96,7 @@ def _trim(budget: int) -> Method | None:
         from langchain_core.messages.utils import convert_to_openai_messages
     except ImportError:
         return None
-    from ctxkit.compression.chat import count_chat_tokens
+    from ctxkit.chat.pipeline import count_chat_tokens
 
     def count(messages):
         return count_chat_tokens(convert_to_openai_messages(list(messages)))

@@ -2,7 +2,8 @@
 
 A cold call (a server restoring a session, a batch job over many histories) meets every turn
 for the first time. With the default ``embedding`` scorer, ``compress_chat`` embeds only the
-turns a cheap first stage ranks best, filling the free room (:mod:`ctxkit.compression.cascade`);
+turns a cheap first stage ranks best, filling the free room
+(:mod:`ctxkit.compression.scoring.shortlist`);
 its encoder runs in the ``"fast"`` dtype (bf16 on CPUs that multiply it natively, else fp32).
 ``EmbeddingScorer(candidates=0, dtype="float32")`` embeds every turn in fp32, the path without
 either; ``EmbeddingScorer(dtype="float32")`` is the cascade alone. All run here, interleaved
@@ -43,12 +44,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-from ctxkit.compression import cascade  # noqa: E402
-from ctxkit.compression.chat import compress_chat, count_chat_tokens, select  # noqa: E402
-from ctxkit.compression.chat_features import ChatFeatures  # noqa: E402
-from ctxkit.compression.embedding_cache import SHARED_CACHE  # noqa: E402
-from ctxkit.compression.embedding_scorer import EmbeddingScorer  # noqa: E402
+from ctxkit.chat.features import ChatFeatures  # noqa: E402
+from ctxkit.chat.pipeline import compress_chat, count_chat_tokens, select  # noqa: E402
 from ctxkit.compression.options import ChatOptions  # noqa: E402
+from ctxkit.compression.scoring import shortlist as cascade  # noqa: E402
+from ctxkit.compression.scoring.cache import SHARED_CACHE  # noqa: E402
+from ctxkit.compression.scoring.embedding import EmbeddingScorer  # noqa: E402
 from ctxkit.embedding.model import resolve_dtype  # noqa: E402
 from ctxkit.io.tokenizers import get_tokenizer  # noqa: E402
 from evals import public_bench as pb  # noqa: E402

@@ -65,8 +65,8 @@ def _conversation(quick: bool) -> tuple[str, list[dict[str, Any]]]:
 def replay(messages: list[dict[str, Any]], budget: int, scorer: str, samples: int
            ) -> dict[str, Any]:
     """Per-turn CPU ms of ChatMemory.compress (every turn) and compress_chat (sampled turns)."""
-    from ctxkit.compression.chat import compress_chat, count_chat_tokens
-    from ctxkit.compression.memory import ChatMemory
+    from ctxkit.chat.memory import ChatMemory
+    from ctxkit.chat.pipeline import compress_chat, count_chat_tokens
 
     n = len(messages)
     first = next(k for k in range(n) if count_chat_tokens(messages[:k + 1]) > budget)
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     except ImportError:
         pass
     name, messages = _conversation(args.quick)
-    from ctxkit.compression.chat import count_chat_tokens
+    from ctxkit.chat.pipeline import count_chat_tokens
 
     scorers = ["idf"] if args.quick else [s for s in args.scorers.split(",") if s]
     budget = 300 if args.quick else args.budget

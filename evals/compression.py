@@ -39,9 +39,9 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ctxkit.compression.chat import compress_chat, count_chat_tokens  # noqa: E402
-from ctxkit.compression.prune import compress  # noqa: E402
-from ctxkit.compression.scorers import get_scorer  # noqa: E402
+from ctxkit.chat.pipeline import compress_chat, count_chat_tokens  # noqa: E402
+from ctxkit.compression.scoring.registry import get_scorer  # noqa: E402
+from ctxkit.compression.text.pipeline import compress  # noqa: E402
 from ctxkit.io.tokenizers import get_tokenizer  # noqa: E402
 from evals._common import data_dir, lm_installed, save_figure, write_results  # noqa: E402
 

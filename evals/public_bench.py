@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.compression.chat import count_chat_tokens
+from ctxkit.chat.pipeline import count_chat_tokens
 
 __all__ = [
     "BASELINES",

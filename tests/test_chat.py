@@ -4,8 +4,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxkit.compression.chat import CompressChatResult, compress_chat, count_chat_tokens
-from ctxkit.compression.idf import IdfScorer
+from ctxkit.chat.pipeline import CompressChatResult, compress_chat, count_chat_tokens
+from ctxkit.compression.scoring.idf import IdfScorer
 from ctxkit.errors import InputError
 from ctxkit.io.tokenizers import get_tokenizer
 

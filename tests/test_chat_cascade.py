@@ -5,12 +5,12 @@ import zlib
 import numpy as np
 import pytest
 
-import ctxkit.compression.cascade as cascade
-import ctxkit.compression.embedding_scorer as es
-from ctxkit.compression.chat import compress_chat
-from ctxkit.compression.embedding_cache import SHARED_CACHE
-from ctxkit.compression.embedding_scorer import EmbeddingScorer
-from ctxkit.compression.memory import ChatMemory
+import ctxkit.compression.scoring.embedding as es
+import ctxkit.compression.scoring.shortlist as cascade
+from ctxkit.chat.memory import ChatMemory
+from ctxkit.chat.pipeline import compress_chat
+from ctxkit.compression.scoring.cache import SHARED_CACHE
+from ctxkit.compression.scoring.embedding import EmbeddingScorer
 
 NOUNS = ["kayak", "violin", "garden", "passport", "bakery", "tortoise", "lantern", "marathon",
          "pottery", "telescope", "orchard", "saxophone", "canoe", "quilt", "museum", "puppy"]

@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 
 import ctxkit
-from ctxkit.compression.chat import compress_chat, count_chat_tokens
-from ctxkit.compression.memory import ChatMemory
+from ctxkit.chat.memory import ChatMemory
+from ctxkit.chat.pipeline import compress_chat, count_chat_tokens
 from ctxkit.errors import InputError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

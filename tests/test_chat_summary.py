@@ -10,10 +10,10 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from ctxkit.compression.chat import compress_chat, count_chat_tokens
-from ctxkit.compression.memory import ChatMemory
-from ctxkit.compression.summarizers import ExtractiveSummarizer, openai_summarizer
-from ctxkit.compression.summary import SUMMARY_HEADER, SummaryOptions
+from ctxkit.chat.memory import ChatMemory
+from ctxkit.chat.pipeline import compress_chat, count_chat_tokens
+from ctxkit.chat.summarizers import ExtractiveSummarizer, openai_summarizer
+from ctxkit.chat.summary_placement import SUMMARY_HEADER, SummaryOptions
 from ctxkit.errors import InputError, OptionError
 
 
@@ -245,7 +245,7 @@ def test_openai_summarizer_errors_name_the_endpoint(endpoint):
 @pytest.mark.skipif(not os.environ.get("CTXKIT_TEST_LM"),
                     reason="set CTXKIT_TEST_LM=1 to run the SmolLM2 tests")
 def test_smollm2_summarizer():
-    from ctxkit.compression.summarizers import SmolLM2Summarizer
+    from ctxkit.chat.summarizers import SmolLM2Summarizer
 
     try:  # the model comes from the [lm] extra; without it there is nothing to test
         s = SmolLM2Summarizer(max_tokens=48)

@@ -255,8 +255,8 @@ def test_cli_classify_query_errors(tmp_path, cross_encoder, capsys):
 
 
 def test_cross_encoder_scorer_ranks_like_the_reranker(cross_encoder, monkeypatch):
-    from ctxkit.compression.cross_encoder import CrossEncoderScorer
-    from ctxkit.compression.scorers import available_scorers, get_scorer
+    from ctxkit.compression.scoring.cross_encoder import CrossEncoderScorer
+    from ctxkit.compression.scoring.registry import available_scorers, get_scorer
 
     ce, path = cross_encoder
     scorer = get_scorer(f"cross-encoder:{path}", device="cpu")

@@ -3,8 +3,8 @@ import os
 
 import pytest
 
+from ctxkit.chat.pipeline import count_chat_tokens
 from ctxkit.cli import main
-from ctxkit.compression.chat import count_chat_tokens
 from ctxkit.io.tokenizers import get_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -94,7 +94,7 @@ def test_bundled_model_finds_paraphrases(minilm):
 
 def test_one_embed_for_every_stage():
     """Semantic dedup and relevance scoring share one embed: same function, same empty shape."""
-    from ctxkit.compression.relevance import embed as relevance_embed
+    from ctxkit.compression.scoring.lexical import embed as relevance_embed
     from ctxkit.embedding.vectors import embed as shared
 
     assert embed is shared and relevance_embed is shared

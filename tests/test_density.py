@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxkit.compression.density import DensityResult, density, near_duplicates, text_density
-from ctxkit.compression.idf import IdfScorer
+from ctxkit.compression.scoring.idf import IdfScorer
 from ctxkit.errors import InputError
 from ctxkit.io.tokenizers import get_tokenizer
 
@@ -104,14 +104,15 @@ def test_metrics_in_range(text):
 def test_novelty_in_blocks_equals_the_full_matrix(monkeypatch):
     # More texts than one block of the similarity matrix: the blocked maximum must equal
     # the maximum over the full n x n matrix with the diagonal excluded.
-    import ctxkit.compression.relevance
+    import ctxkit.compression.scoring.lexical
     from ctxkit.compression.density import _novelty
 
     rng = np.random.default_rng(0)
     vecs = rng.normal(size=(2100, 8)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     vecs[5] = vecs[2100 - 3]  # a duplicate across blocks: novelty 0 for both
-    monkeypatch.setattr(ctxkit.compression.relevance, "embed", lambda texts: vecs[: len(texts)])
+    monkeypatch.setattr(ctxkit.compression.scoring.lexical, "embed",
+                        lambda texts: vecs[: len(texts)])
     got = np.array(_novelty([str(i) for i in range(len(vecs))]))
     sims = vecs @ vecs.T
     np.fill_diagonal(sims, -1.0)

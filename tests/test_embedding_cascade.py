@@ -5,10 +5,10 @@ import zlib
 import numpy as np
 import pytest
 
-import ctxkit.compression.embedding_scorer as es
-from ctxkit.compression.embedding_cache import SHARED_CACHE, EmbeddingCache
-from ctxkit.compression.embedding_scorer import EmbeddingScorer
-from ctxkit.compression.prune import compress
+import ctxkit.compression.scoring.embedding as es
+from ctxkit.compression.scoring.cache import SHARED_CACHE, EmbeddingCache
+from ctxkit.compression.scoring.embedding import EmbeddingScorer
+from ctxkit.compression.text.pipeline import compress
 from ctxkit.errors import OptionError
 
 CHUNKS = [f"Passage {i} tells of {w} and the harbour of town {i % 7}."

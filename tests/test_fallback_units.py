@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxkit.compression.atoms import atoms
-from ctxkit.compression.fallback_units import cap_units
-from ctxkit.compression.idf import IdfScorer
-from ctxkit.compression.prune import compress
+from ctxkit.compression.scoring.idf import IdfScorer
+from ctxkit.compression.text.fallback_units import cap_units
+from ctxkit.compression.text.pipeline import compress
 from ctxkit.io.tokenizers import get_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -14,8 +14,8 @@ from langchain_core.messages import (
 )
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
 
-from ctxkit.compression.chat import compress_chat, count_chat_tokens
-from ctxkit.compression.idf import IdfScorer
+from ctxkit.chat.pipeline import compress_chat, count_chat_tokens
+from ctxkit.compression.scoring.idf import IdfScorer
 from ctxkit.errors import InputError
 from ctxkit.io.formats import IMAGE_TOKENS, detect_format, read_conversation
 from ctxkit.io.messages import parse_messages

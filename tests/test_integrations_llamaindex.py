@@ -13,7 +13,7 @@ from llama_index.core.memory import BaseMemory
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
 from ctxkit import compress_chat, get_tokenizer
-from ctxkit.compression.prefix_cache import RECALL_HEADER
+from ctxkit.chat.prefix_window import RECALL_HEADER
 from ctxkit.integrations.llamaindex import CtxkitMemory, CtxkitNodePostprocessor
 
 TEXTS = [

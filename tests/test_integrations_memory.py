@@ -5,7 +5,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from llama_index.core.base.llms.types import ChatMessage
 
 from ctxkit import ChatMemory, compress_chat
-from ctxkit.compression.prefix_cache import RECALL_HEADER
+from ctxkit.chat.prefix_window import RECALL_HEADER
 from ctxkit.errors import InputError
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ctxkit.compression.prune import REASON_CODES
+from ctxkit.compression.text.pipeline import REASON_CODES
 from ctxkit.errors import InputError, OptionError
 from ctxkit.jobs import (
     ChatReport,

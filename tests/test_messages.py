@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ctxkit.compression.chat import compress_chat, count_chat_tokens
+from ctxkit.chat.pipeline import compress_chat, count_chat_tokens
 from ctxkit.deduplication.messages import dedup_messages
 from ctxkit.errors import InputError
 from ctxkit.io.messages import message_format, normalize_messages, parse_messages
@@ -97,7 +97,7 @@ def test_records_normalize_with_the_same_parser(tmp_path):
 def test_one_courtesy_list_for_dedup_and_compression():
     """Dedup's acknowledgements and compress_chat's filler turns are one list: a turn that
     only thanks or greets, never an answer word or a question."""
-    from ctxkit.compression.chat import compress_chat, count_chat_tokens
+    from ctxkit.chat.pipeline import compress_chat, count_chat_tokens
     from ctxkit.deduplication.messages import is_acknowledgement
     from ctxkit.io.messages import is_courtesy
 

@@ -7,15 +7,15 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxkit.compression import selection
-from ctxkit.compression.multihop import (
+from ctxkit.compression.text import selection
+from ctxkit.compression.text.multihop import (
     bridge_relevance,
     chunk_names,
     mentions,
     normalise,
     repeated_title,
 )
-from ctxkit.compression.prune import REASON_CODES, compress
+from ctxkit.compression.text.pipeline import REASON_CODES, compress
 
 QUERY = "Who founded the regiment that Romer joined?"
 FIRST = ("Jan Romer: Jan Romer was a Polish general who joined the regiment called the "
@@ -53,8 +53,8 @@ def test_bridge_chunk_is_kept_where_one_pass_scoring_drops_it(monkeypatch):
 
 
 def _scores(chunks, share):
-    from ctxkit.compression.idf import IdfScorer
-    from ctxkit.compression.units import input_units
+    from ctxkit.compression.scoring.idf import IdfScorer
+    from ctxkit.compression.text.units import input_units
 
     pairs, owner = input_units(chunks, "coarse-to-fine")
     tokens = np.array([len(b.split()) for b, _ in pairs])

@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from ctxkit.compression.chat import select
-from ctxkit.compression.chat_features import ChatFeatures
+from ctxkit.chat.billing import CacheMeter
+from ctxkit.chat.features import ChatFeatures
+from ctxkit.chat.pipeline import select
+from ctxkit.chat.prefix_window import RECALL_HEADER, PrefixWindow
 from ctxkit.compression.options import ChatOptions
-from ctxkit.compression.prefix_cache import RECALL_HEADER, PrefixWindow
-from ctxkit.compression.prompt_cache import CacheMeter
 from ctxkit.errors import OptionError
 
 TOPICS = ["garden", "router", "invoice", "marathon", "piano", "tax form", "sourdough", "bike"]
@@ -138,8 +138,8 @@ def test_bad_options_are_option_errors(kw):
 
 
 def test_chat_memory_prefix_cache_mode_and_its_accounting():
-    from ctxkit.compression.memory import ChatMemory
-    from ctxkit.compression.prefix_cache import PrefixCacheOptions
+    from ctxkit.chat.memory import ChatMemory
+    from ctxkit.chat.prefix_window import PrefixCacheOptions
 
     chat = _chat(90, seed=5)
     plain = ChatMemory(budget=500, scorer="idf")

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.compression.chat import compress_chat, count_chat_tokens
-from ctxkit.compression.prompt_cache import CacheMeter, cache_accounting
+from ctxkit.chat.billing import CacheMeter, cache_accounting
+from ctxkit.chat.pipeline import compress_chat, count_chat_tokens
 from ctxkit.errors import CtxkitError, InputError, OptionError
 
 

@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxkit.compression.atoms import atoms
-from ctxkit.compression.idf import IdfScorer
-from ctxkit.compression.prune import CompressResult, compress, split_units
+from ctxkit.compression.scoring.idf import IdfScorer
+from ctxkit.compression.text.pipeline import CompressResult, compress, split_units
 from ctxkit.errors import InputError, OptionError
 from ctxkit.io.tokenizers import get_tokenizer
 

@@ -1,7 +1,7 @@
 import gzip
 import json
 
-from ctxkit.compression.chat import count_chat_tokens
+from ctxkit.chat.pipeline import count_chat_tokens
 from ctxkit.io.tokenizers import get_tokenizer
 from evals import public_bench as pb
 

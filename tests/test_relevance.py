@@ -3,9 +3,8 @@ import os
 import numpy as np
 import pytest
 
-from ctxkit.compression.idf import IdfScorer
-from ctxkit.compression.prune import compress
-from ctxkit.compression.relevance import (
+from ctxkit.compression.scoring.idf import IdfScorer
+from ctxkit.compression.scoring.lexical import (
     Relevance,
     bm25,
     hybrid_relevance,
@@ -13,6 +12,7 @@ from ctxkit.compression.relevance import (
     spread_to_neighbors,
     terms,
 )
+from ctxkit.compression.text.pipeline import compress
 from ctxkit.io.tokenizers import get_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -6,11 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxkit.compression.atoms import atoms, is_protected
-from ctxkit.compression.idf import MAX_BITS, PUNCT_BITS, IdfScorer
-from ctxkit.compression.relevance import bm25
-from ctxkit.compression.scorer_base import Scorer
-from ctxkit.compression.scorers import available_scorers, get_scorer, register_scorer
-from ctxkit.compression.tfidf import tfidf_similarity
+from ctxkit.compression.scoring.base import Scorer
+from ctxkit.compression.scoring.idf import MAX_BITS, PUNCT_BITS, IdfScorer
+from ctxkit.compression.scoring.lexical import bm25
+from ctxkit.compression.scoring.registry import available_scorers, get_scorer, register_scorer
+from ctxkit.compression.scoring.tfidf import tfidf_similarity
 from ctxkit.errors import OptionError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -130,7 +130,7 @@ def test_embedding_scorer_is_question_aware():
 
 
 def test_registry_and_errors(monkeypatch):
-    import ctxkit.compression.scorers as mod
+    import ctxkit.compression.scoring.registry as mod
 
     monkeypatch.setattr(mod, "_REGISTRY", dict(mod._REGISTRY))
     assert {"idf", "embedding"} <= set(available_scorers())
@@ -192,7 +192,7 @@ def test_lm_scorer_surprisal():
 
 
 def LMScorerWindow(base, window, context=16):
-    from ctxkit.compression.lm_scorer import LMScorer
+    from ctxkit.compression.scoring.lm import LMScorer
 
     s = LMScorer(model=base.model_dir, window=window, context=context)
     s._model, s._tok = base._model, base._tok
@@ -200,7 +200,7 @@ def LMScorerWindow(base, window, context=16):
 
 
 def test_idf_without_wordfreq_fits_on_the_texts(monkeypatch):
-    import ctxkit.compression.idf as mod
+    import ctxkit.compression.scoring.idf as mod
 
     monkeypatch.setattr(mod, "_wordfreq_available", lambda: False)
     s = IdfScorer()

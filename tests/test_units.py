@@ -1,6 +1,6 @@
 import pytest
 
-from ctxkit.compression.units import split_units
+from ctxkit.compression.text.units import split_units
 
 
 def sentences(text):

@@ -10,8 +10,8 @@ __all__ = ["BudgetedResult"]
 
 class BudgetedResult:
     """Mixin for result dataclasses with ``original_tokens``, ``compressed_tokens`` and
-    ``budget`` fields (:class:`~ctxkit.compression.prune.CompressResult`,
-    :class:`~ctxkit.compression.chat.CompressChatResult`)."""
+    ``budget`` fields (:class:`~ctxkit.compression.text.pipeline.CompressResult`,
+    :class:`~ctxkit.chat.pipeline.CompressChatResult`)."""
 
     original_tokens: int
     compressed_tokens: int

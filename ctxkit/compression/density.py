@@ -41,8 +41,8 @@ import numpy as np
 
 from ctxkit import validate
 from ctxkit.compression.options import DensityOptions
-from ctxkit.compression.scorer_base import Scorer
-from ctxkit.compression.scorers import get_scorer
+from ctxkit.compression.scoring.base import Scorer
+from ctxkit.compression.scoring.registry import get_scorer
 from ctxkit.errors import InputError
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
@@ -308,7 +308,7 @@ def text_densities(
 
 
 def _novelty(texts: list[str]) -> list[float]:
-    from ctxkit.compression.relevance import embed
+    from ctxkit.compression.scoring.lexical import embed
 
     if len(texts) == 1:
         return [1.0]

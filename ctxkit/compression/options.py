@@ -108,7 +108,8 @@ class CompressOptions(OptionSet):
     Attributes:
         tokenizer: tokenizer name or :class:`~ctxkit.io.tokenizers.Tokenizer` the budget is
             counted in.
-        scorer: ``embedding``, ``idf``, ``lm`` or a :class:`~ctxkit.compression.scorers.Scorer`.
+        scorer: ``embedding``, ``idf``, ``lm`` or a
+            :class:`~ctxkit.compression.scoring.registry.Scorer`.
         granularity: ``coarse-to-fine``, ``sentence``, ``token`` or ``chunk``.
         force_keep: texts that must survive (a str or a sequence of str; kept as a tuple).
         reorder: ``original`` (kept units in input order) or ``sort`` (most useful first).
@@ -150,7 +151,7 @@ class CompressOptions(OptionSet):
 @dataclass(frozen=True)
 class ChatOptions(OptionSet):
     """How :func:`ctxkit.compress_chat` and :class:`ctxkit.ChatMemory` choose what to keep
-    (see :func:`~ctxkit.compression.chat.compress_chat` for each option's effect).
+    (see :func:`~ctxkit.chat.pipeline.compress_chat` for each option's effect).
 
     Attributes:
         keep_last: last messages kept verbatim (>= 0).

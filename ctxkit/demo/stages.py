@@ -165,7 +165,7 @@ def chat_stage(chat: DemoChat, ratio: float = 0.25, tokenizer: str = "cl100k_bas
         >>> res.tokens_after <= res.budget, res.fact_kept
         (True, True)
     """
-    from ctxkit.compression.chat import compress_chat, count_chat_tokens
+    from ctxkit.chat.pipeline import compress_chat, count_chat_tokens
 
     if not 0.0 < ratio <= 1.0:
         raise ValueError(f"ratio must be in (0, 1], got {ratio}")

@@ -255,7 +255,7 @@ def density_section(
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Density distributions for all texts, the dedup survivors, and compressed texts."""
     from ctxkit.compression.density import text_densities
-    from ctxkit.compression.prune import compress
+    from ctxkit.compression.text.pipeline import compress
 
     # per-text metrics only: the redundancy section has already done the dedup pass
     per_text = text_densities(texts, tokenizer=tok)

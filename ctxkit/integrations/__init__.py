@@ -8,7 +8,7 @@
 - :mod:`ctxkit.integrations.llamaindex`:
   :class:`~ctxkit.integrations.llamaindex.CtxkitNodePostprocessor` (a
   ``BaseNodePostprocessor``) and :class:`~ctxkit.integrations.llamaindex.CtxkitMemory` (a
-  ``BaseMemory`` on :class:`~ctxkit.compression.memory.ChatMemory` for chat engines);
+  ``BaseMemory`` on :class:`~ctxkit.chat.memory.ChatMemory` for chat engines);
 - :mod:`ctxkit.integrations.passages`: the framework-free step both retriever adapters share.
 
 Importing an adapter without its framework is an ``ImportError`` that names the extra.

@@ -1,7 +1,7 @@
 """LangChain and LangGraph adapters: chat histories and retrieved documents under a budget.
 
 - :func:`compress_messages`: LangChain ``BaseMessage``\\ s in, the window
-  :func:`~ctxkit.compression.chat.compress_chat` keeps out, as the same objects (a shortened
+  :func:`~ctxkit.chat.pipeline.compress_chat` keeps out, as the same objects (a shortened
   message is a copy of its class); a tool call and its ``ToolMessage``\\ s stay together and the
   window never starts with a ``ToolMessage``. The query is the last human message unless given.
 - :class:`CompressionHook`: the same as a LangGraph ``pre_model_hook``
@@ -9,7 +9,7 @@
   it with the graph state before each model call; it returns ``{"llm_input_messages": window}``,
   the documented key for messages sent to the model without changing the state, so the full
   history stays in the checkpoint. It keeps one
-  :class:`~ctxkit.compression.memory.ChatMemory` per thread (``configurable.thread_id``), so a
+  :class:`~ctxkit.chat.memory.ChatMemory` per thread (``configurable.thread_id``), so a
   step costs the new messages' features, and with ``prefix_cache=True`` consecutive windows
   share their prefix (a provider's prompt cache serves it; ``cache_accounting`` says how much).
 - :class:`CtxkitDocumentCompressor`: a ``BaseDocumentCompressor`` for
@@ -37,10 +37,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxkit import validate
-from ctxkit.compression.chat import compress_chat
-from ctxkit.compression.memory import ChatMemory
+from ctxkit.chat.billing import CacheAccountingResult
+from ctxkit.chat.memory import ChatMemory
+from ctxkit.chat.pipeline import compress_chat
 from ctxkit.compression.options import CompressOptions
-from ctxkit.compression.prompt_cache import CacheAccountingResult
 from ctxkit.integrations import missing_extra
 from ctxkit.integrations.passages import compress_passages
 
@@ -61,7 +61,7 @@ _DEFAULTS = CompressOptions()
 
 def compress_messages(messages: Sequence[BaseMessage], budget: int, *,
                       query: str | None = None, **options: Any) -> list[BaseMessage]:
-    """The messages of ``messages`` that :func:`~ctxkit.compression.chat.compress_chat` keeps
+    """The messages of ``messages`` that :func:`~ctxkit.chat.pipeline.compress_chat` keeps
     under ``budget`` tokens, as LangChain messages (see the module docstring). ``options``:
     ``compress_chat``'s keywords (``keep_last``, ``scorer``, ``options``...); call
     ``compress_chat`` itself for the ledger of what was dropped or shortened.
@@ -77,8 +77,8 @@ def compress_messages(messages: Sequence[BaseMessage], budget: int, *,
 class CompressionHook:
     """A LangGraph ``pre_model_hook`` fitting the state's messages into ``budget`` tokens.
 
-    ``prefix_cache``: as for :class:`~ctxkit.compression.memory.ChatMemory` (``True`` or a
-    :class:`~ctxkit.compression.prefix_cache.PrefixCacheOptions`); ``options``: ChatMemory's
+    ``prefix_cache``: as for :class:`~ctxkit.chat.memory.ChatMemory` (``True`` or a
+    :class:`~ctxkit.chat.prefix_window.PrefixCacheOptions`); ``options``: ChatMemory's
     keywords. ``threads``: memories kept, least recently used dropped first. A history that is
     not the previous one plus new messages (edited, or messages removed) starts its thread's
     memory afresh.
@@ -117,7 +117,7 @@ class CompressionHook:
 
     def cache_accounting(self, thread_id: Any = None) -> CacheAccountingResult:
         """Prompt-cache accounting of the windows sent on a thread
-        (:meth:`~ctxkit.compression.memory.ChatMemory.cache_accounting`)."""
+        (:meth:`~ctxkit.chat.memory.ChatMemory.cache_accounting`)."""
         return self.memory(thread_id).cache_accounting()
 
     @staticmethod
@@ -142,7 +142,8 @@ class CompressionHook:
 
 class CtxkitDocumentCompressor(BaseDocumentCompressor):
     """Compress retrieved documents to ``budget`` tokens with the query (see the module
-    docstring). ``scorer`` and ``tokenizer`` as for :func:`~ctxkit.compression.prune.compress`;
+    docstring). ``scorer`` and ``tokenizer`` as for
+    :func:`~ctxkit.compression.text.pipeline.compress`;
     ``options`` (a :class:`~ctxkit.compression.options.CompressOptions`) sets the rest, the
     two fields applied on top when they differ from their defaults.
 

@@ -7,7 +7,7 @@
   the next are shortened, the rest dropped. A kept node is a copy with its id, metadata and
   score, and ``metadata["ctxkit"]`` saying what happened (hidden from the LLM and the embedder
   through the node's excluded metadata keys), including the positions of the nodes dropped.
-- :class:`CtxkitMemory`: a ``BaseMemory`` on :class:`~ctxkit.compression.memory.ChatMemory`,
+- :class:`CtxkitMemory`: a ``BaseMemory`` on :class:`~ctxkit.chat.memory.ChatMemory`,
   accepted by chat engines (``SimpleChatEngine.from_defaults(memory=CtxkitMemory.from_defaults(
   budget=4096))``). ``put`` adds a ``ChatMessage``; ``get`` returns the window ChatMemory
   selects for the latest user turn (or ``input``) within the budget, less
@@ -29,9 +29,9 @@ from __future__ import annotations
 from typing import Any
 
 from ctxkit import validate
-from ctxkit.compression.memory import ChatMemory
+from ctxkit.chat.billing import CacheAccountingResult
+from ctxkit.chat.memory import ChatMemory
 from ctxkit.compression.options import CompressOptions
-from ctxkit.compression.prompt_cache import CacheAccountingResult
 from ctxkit.integrations import missing_extra
 from ctxkit.integrations.passages import compress_passages
 from ctxkit.io.tokenizers import resolve_tokenizer
@@ -55,7 +55,7 @@ _ENGINE_RESERVE = 256  # what chat engines leave of an LLM's context window for 
 
 class CtxkitNodePostprocessor(BaseNodePostprocessor):
     """Compress retrieved nodes to ``budget`` tokens with the query (see the module docstring).
-    ``scorer`` and ``tokenizer`` as for :func:`~ctxkit.compression.prune.compress`;
+    ``scorer`` and ``tokenizer`` as for :func:`~ctxkit.compression.text.pipeline.compress`;
     ``options`` (a :class:`~ctxkit.compression.options.CompressOptions`) sets the rest, the
     two fields applied on top when they differ from their defaults.
 
@@ -101,7 +101,7 @@ class CtxkitNodePostprocessor(BaseNodePostprocessor):
 
 
 class CtxkitMemory(BaseMemory):
-    """LlamaIndex chat memory on a :class:`~ctxkit.compression.memory.ChatMemory` (see the
+    """LlamaIndex chat memory on a :class:`~ctxkit.chat.memory.ChatMemory` (see the
     module docstring). Build it with :meth:`from_defaults`.
 
     Example:
@@ -183,7 +183,7 @@ class CtxkitMemory(BaseMemory):
 
     def cache_accounting(self) -> CacheAccountingResult:
         """Prompt-cache accounting of the windows :meth:`get` returned
-        (:meth:`~ctxkit.compression.memory.ChatMemory.cache_accounting`)."""
+        (:meth:`~ctxkit.chat.memory.ChatMemory.cache_accounting`)."""
         return self._memory.cache_accounting()
 
     def _new(self) -> ChatMemory:

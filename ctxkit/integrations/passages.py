@@ -1,6 +1,6 @@
 """Retrieved passages compressed to one token budget, each passage kept, shortened or dropped.
 
-What a retriever's post-processor needs from :func:`~ctxkit.compression.prune.compress`: the
+What a retriever's post-processor needs from :func:`~ctxkit.compression.text.pipeline.compress`: the
 passages go in as chunks (coarse-to-fine by default: the chunks most relevant to the query stay
 whole, the next keep their best sentences), and each comes back on its own, with what happened
 to it, so a framework can keep each document's metadata and score. A passage's kept sentences
@@ -27,7 +27,7 @@ from typing import Any
 from ctxkit import validate
 from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.options import CompressOptions
-from ctxkit.compression.prune import CompressResult, Unit, compress
+from ctxkit.compression.text.pipeline import CompressResult, Unit, compress
 from ctxkit.io.tokenizers import resolve_tokenizer
 
 __all__ = ["CompressPassagesResult", "PassageChange", "compress_passages"]
@@ -78,7 +78,7 @@ class CompressPassagesResult(BudgetedResult):
 def compress_passages(passages: Sequence[str], budget: int, *, query: str | None = None,
                       options: CompressOptions | None = None) -> CompressPassagesResult:
     """Compress ``passages`` together to ``budget`` tokens with ``query`` (see the module
-    docstring); ``options`` as for :func:`~ctxkit.compression.prune.compress`.
+    docstring); ``options`` as for :func:`~ctxkit.compression.text.pipeline.compress`.
 
     Example:
         >>> compress_passages(["One.", "Two."], 10).texts

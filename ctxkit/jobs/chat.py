@@ -84,7 +84,7 @@ def _replay(messages: list[Any], budget: int, cid: str, options: ChatOptions,
     turn's history and window KV bytes."""
     import time
 
-    from ctxkit.compression.memory import ChatMemory
+    from ctxkit.chat.memory import ChatMemory
 
     mem = ChatMemory(budget, options=options, prefix_cache=prefix_cache, summarize=summarize)
     res = None
@@ -185,16 +185,16 @@ def run_chat(
     prefix cache (the leading messages identical to the previous window's) and the replay's
     billed input at cached prices of 0.1 and 0.5 (``report.cache``). The written output is the
     last window. ``prefix_cache``: the memory keeps prefix-cache-friendly windows
-    (:class:`~ctxkit.compression.prefix_cache.PrefixWindow`); needs ``replay``.
+    (:class:`~ctxkit.chat.prefix_window.PrefixWindow`); needs ``replay``.
     ``summarize`` (``extractive``, ``smollm2`` or an OpenAI-compatible base URL with
     ``summary_model``): evicted turns are folded into one summary message
-    (:func:`~ctxkit.compression.summarizers.summarizer_from_spec`).
+    (:func:`~ctxkit.chat.summarizers.summarizer_from_spec`).
 
     ``kv_model`` (a preset name, ``config.json`` or model directory) adds the KV-cache memory
     of the conversations before and after (each conversation one sequence) in ``kv_dtype``,
     and with ``replay`` each turn's.
     """
-    from ctxkit.compression.chat import compress_chat
+    from ctxkit.chat.pipeline import compress_chat
     from ctxkit.io.outputs import record_format, write_json, write_records
 
     budget = as_flags(check_budget, budget)
@@ -208,7 +208,7 @@ def run_chat(
                                      "message; drop --query")
     summarizer = None
     if summarize is not None:
-        from ctxkit.compression.summarizers import summarizer_from_spec
+        from ctxkit.chat.summarizers import summarizer_from_spec
 
         summarizer = as_flags(summarizer_from_spec, summarize, model=summary_model)
     fmt = record_format(target.output)
@@ -256,7 +256,7 @@ def run_chat(
                 advance()
         require_records(len(results), source, report.read)
         if caches:
-            from ctxkit.compression.prompt_cache import CacheAccountingResult
+            from ctxkit.chat.billing import CacheAccountingResult
 
             report.cache = CacheAccountingResult(
                 tuple(t for c in caches for t in c.turns)).to_dict()

@@ -238,7 +238,7 @@ def load_tokenizer(name: str) -> Any:
 def load_models(opts: T) -> T:
     """``opts`` (a compression or chat option set) with its tokenizer and scorer loaded, so a
     run loads each once; a bad name is an :class:`~ctxkit.errors.OptionError` naming the flag."""
-    from ctxkit.compression.scorers import get_scorer
+    from ctxkit.compression.scoring.registry import get_scorer
 
     tok = load_tokenizer(opts.tokenizer)
     try:

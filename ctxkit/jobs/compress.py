@@ -117,7 +117,7 @@ def run_compress(
         >>> rep.compressed_tokens <= 12, "4417" in (d / "out.txt").read_text()
         (True, True)
     """
-    from ctxkit.compression.prune import compress
+    from ctxkit.compression.text.pipeline import compress
     from ctxkit.io.outputs import record_format, write_json, write_records
     from ctxkit.kvcache.accounting import kv_cache_change
 

@@ -1,7 +1,7 @@
 """Summarizers for ``compress_chat(summarize=...)`` and ``ChatMemory(summarize=...)``.
 
 Each is a callable ``(evicted_messages, previous_summary) -> str`` that folds the newly evicted
-messages into the running summary (:mod:`ctxkit.compression.summary` places it in the window):
+messages into the running summary (:mod:`ctxkit.chat.summary_placement` places it in the window):
 
 - :class:`ExtractiveSummarizer`: no model. It keeps the most informative sentences of the
   evicted turns and of the previous summary (self-information per token as the ``idf`` scorer
@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.compression.idf import IdfScorer
-from ctxkit.compression.units import split_units
+from ctxkit.compression.scoring.idf import IdfScorer
+from ctxkit.compression.text.units import split_units
 from ctxkit.errors import InputError
 from ctxkit.io.messages import message_text, raw_role
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
@@ -161,7 +161,7 @@ class SmolLM2Summarizer:
 
     def __init__(self, max_tokens: int = 128, *, model: str | Path | None = None,
                  device: str = "cpu", chunk_tokens: int = 1024):
-        from ctxkit.compression.smollm2 import smollm2_dir
+        from ctxkit.compression.scoring.smollm2 import smollm2_dir
 
         self.max_tokens = _check_tokens(max_tokens, "max_tokens")
         self.chunk_tokens = _check_tokens(chunk_tokens, "chunk_tokens")
@@ -172,7 +172,7 @@ class SmolLM2Summarizer:
     def __call__(self, evicted: Sequence[Mapping[str, Any]], previous: str | None) -> str:
         import torch
 
-        from ctxkit.compression.lm_scorer import _load_causal_lm
+        from ctxkit.compression.scoring.lm import _load_causal_lm
 
         model, tok = _load_causal_lm(str(self.model_dir), self.device)
         summary = previous

@@ -31,8 +31,8 @@ included; in Anthropic's format the next user turn's ``tool_result`` blocks) are
 or dropped together, never shortened, so the window never starts with a tool result. Every
 removed or shortened message is in the ledger.
 Per-message features (tokens, bits, shingles, embeddings, shortened forms) come from a
-:class:`~ctxkit.compression.chat_features.ChatFeatures` store: fresh per call here, kept across
-turns by :class:`~ctxkit.compression.memory.ChatMemory`, which returns the same results.
+:class:`~ctxkit.chat.features.ChatFeatures` store: fresh per call here, kept across
+turns by :class:`~ctxkit.chat.memory.ChatMemory`, which returns the same results.
 
 Example:
     >>> msgs = [{"role": "system", "content": "You are terse."},
@@ -59,14 +59,8 @@ from typing import Any
 import numpy as np
 
 from ctxkit import validate
-from ctxkit.compression.budgeted import BudgetedResult
-from ctxkit.compression.chat_features import ChatFeatures, billed_tokens
-from ctxkit.compression.options import DEFAULT_SCORER, ChatOptions, check_budget
-from ctxkit.compression.prune import compress
-from ctxkit.compression.relevance import spread_to_neighbors
-from ctxkit.compression.scorer_base import Scorer
-from ctxkit.compression.scorers import check_scorer
-from ctxkit.compression.summary import (
+from ctxkit.chat.features import ChatFeatures, billed_tokens
+from ctxkit.chat.summary_placement import (
     ChatSummary,
     Summarizer,
     SummaryOptions,
@@ -74,6 +68,12 @@ from ctxkit.compression.summary import (
     summarized_select,
     summary_message,
 )
+from ctxkit.compression.budgeted import BudgetedResult
+from ctxkit.compression.options import DEFAULT_SCORER, ChatOptions, check_budget
+from ctxkit.compression.scoring.base import Scorer
+from ctxkit.compression.scoring.lexical import spread_to_neighbors
+from ctxkit.compression.scoring.registry import check_scorer
+from ctxkit.compression.text.pipeline import compress
 from ctxkit.io.formats import IMAGE_TOKENS, Conversation, read_conversation
 from ctxkit.io.messages import answered_ids, check_tool_results, is_courtesy
 from ctxkit.io.messages import message_format as _format
@@ -110,7 +110,7 @@ class MessageChange:
 class CompressChatResult(BudgetedResult):
     """The compressed messages (input format and types) and the ledger of what changed;
     ``system`` is the system prompt given apart (always kept), else ``None``; ``summary`` the
-    summary of evicted turns in ``messages`` (:mod:`ctxkit.compression.summary`), else
+    summary of evicted turns in ``messages`` (:mod:`ctxkit.chat.summary_placement`), else
     ``None``."""
 
     messages: list[Any]
@@ -218,7 +218,7 @@ def compress_chat(
     """Fit a chat history into ``budget`` tokens; see the module docstring for the policy.
 
     ``neighbors``: with a query, each turn's score gains this share of its better neighbour's
-    (:func:`~ctxkit.compression.relevance.spread_to_neighbors`: the question a kept answer
+    (:func:`~ctxkit.compression.scoring.lexical.spread_to_neighbors`: the question a kept answer
     replies to). ``whole_share``: share of the free room given to the most relevant
     turns kept whole; the rest holds the next turns shortened to ``word_keep`` of their tokens
     (their least informative words dropped), so more of the history survives. ``shorten=False``
@@ -233,9 +233,9 @@ def compress_chat(
     ``options``: a :class:`~ctxkit.compression.options.ChatOptions`; keywords that differ from
     their defaults apply on top of it.
     ``summarize``: a callable ``(evicted_messages, previous_summary) -> str``
-    (:mod:`ctxkit.compression.summarizers` has three); the summary of the evicted turns is
+    (:mod:`ctxkit.chat.summarizers` has three); the summary of the evicted turns is
     one more message after the system prompt, within the budget, placed and sized as
-    ``summary_options`` (a :class:`~ctxkit.compression.summary.SummaryOptions`) says.
+    ``summary_options`` (a :class:`~ctxkit.chat.summary_placement.SummaryOptions`) says.
     """
     validate.positive_int(budget, "budget")
     validate.optional_text(query, "query")
@@ -434,7 +434,7 @@ def _scores(features: ChatFeatures, units: list[str], tokens: np.ndarray, query:
     """Utility of each candidate turn: relevance to ``query`` mixed with information per token,
     as ``compress`` scores units, then spread to neighbouring turns. ``room``: the tokens the
     selection can keep, which lets a model-backed scorer embed only the turns that stand a
-    chance (:mod:`ctxkit.compression.cascade`)."""
+    chance (:mod:`ctxkit.compression.scoring.shortlist`)."""
     if not units:
         return np.zeros(0)
     info = features.information(units) / np.maximum(tokens, 1)

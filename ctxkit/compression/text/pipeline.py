@@ -23,12 +23,12 @@ Two levels, after LLMLingua (Jiang et al. 2023) and LongLLMLingua (Jiang et al. 
    Without a query, every granularity scores by information density alone.
 
    A unit larger than ``min(200, budget)`` tokens (``budget`` for ``"chunk"``) is cut on
-   lines, then clauses, then a token window (:mod:`ctxkit.compression.fallback_units`), so
+   lines, then clauses, then a token window (:mod:`ctxkit.compression.text.fallback_units`), so
    text without sentence ends (transcripts, logs, code, one-line records) still yields units
    that fit, and a budget that fits one atom never comes back empty.
 
    A chunk's title-like prefix (``"Jan Romer: Jan Romer (1869-1934) was a Polish general."``;
-   :func:`~ctxkit.compression.multihop.repeated_title`) that its first sentence repeats word
+   :func:`~ctxkit.compression.text.multihop.repeated_title`) that its first sentence repeats word
    for word says nothing the sentence does not: that sentence is selected at its cost without
    the title and emitted without it (reason code ``"title_repeated"``), so at a tight budget
    the room goes to evidence rather than to a repeated name.
@@ -63,15 +63,15 @@ from ctxkit import validate
 from ctxkit.compression.atoms import atoms, is_protected
 from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.density import near_duplicates
-from ctxkit.compression.fallback_units import MAX_UNIT_TOKENS, cap_units
-from ctxkit.compression.multihop import chunk_links, repeated_title
 from ctxkit.compression.options import GRANULARITIES, CompressOptions, check_budget
-from ctxkit.compression.scorer_base import Scorer
-from ctxkit.compression.scorers import check_scorer, get_scorer
-from ctxkit.compression.selection import coarse_to_fine_scores, greedy_mmr, unit_scores
-from ctxkit.compression.tfidf import tfidf_similarity
-from ctxkit.compression.units import forced_mask, input_units, render_units, split_units
-from ctxkit.compression.word_pruning import FILLER, fit_tokens, prune_atoms
+from ctxkit.compression.scoring.base import Scorer
+from ctxkit.compression.scoring.registry import check_scorer, get_scorer
+from ctxkit.compression.scoring.tfidf import tfidf_similarity
+from ctxkit.compression.text.fallback_units import MAX_UNIT_TOKENS, cap_units
+from ctxkit.compression.text.multihop import chunk_links, repeated_title
+from ctxkit.compression.text.selection import coarse_to_fine_scores, greedy_mmr, unit_scores
+from ctxkit.compression.text.units import forced_mask, input_units, render_units, split_units
+from ctxkit.compression.text.word_pruning import FILLER, fit_tokens, prune_atoms
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 
 __all__ = [
@@ -170,8 +170,8 @@ def compress(
     drops low-information words. ``token_drop`` (in [0, 1)) additionally drops that share of
     each kept unit's words. ``scorer``: ``"embedding"`` (default: the bundled MiniLM fused with
     BM25, one model pass over the chunks), ``"idf"`` (lexical, no model), ``"lm"`` or a
-    :class:`~ctxkit.compression.scorers.Scorer`. ``reorder="sort"`` emits kept units by score,
-    most useful first (LongLLMLingua), instead of in their original order.
+    :class:`~ctxkit.compression.scoring.registry.Scorer`. ``reorder="sort"`` emits kept units
+    by score, most useful first (LongLLMLingua), instead of in their original order.
 
     A kept chunk's first sentence is emitted without the chunk's title when it repeats every
     word of it (module docstring). ``options``: a
@@ -341,7 +341,7 @@ def compress(
 def untitled_firsts(texts: Sequence[str], owner: Sequence[int], forced: np.ndarray
                     ) -> dict[int, tuple[str, list[str]]]:
     """``{unit: (text without its title, the title's words)}`` for each chunk's first unit whose
-    title-like prefix the rest repeats (:func:`~ctxkit.compression.multihop.repeated_title`);
+    title-like prefix the rest repeats (:func:`~ctxkit.compression.text.multihop.repeated_title`);
     forced units stay verbatim.
 
     Example:

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from ctxkit.compression.atoms import atoms
-from ctxkit.compression.scorer_base import _Lexical
-from ctxkit.compression.smollm2 import smollm2_dir
+from ctxkit.compression.scoring.base import _Lexical
+from ctxkit.compression.scoring.smollm2 import smollm2_dir
 from ctxkit.options import bad_option
 
 __all__ = ["LMScorer"]

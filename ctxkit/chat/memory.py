@@ -1,6 +1,6 @@
 """A rolling context for chat applications: add a turn, get a window that fits the budget.
 
-:class:`ChatMemory` is :func:`~ctxkit.compression.chat.compress_chat` made incremental. It holds
+:class:`ChatMemory` is :func:`~ctxkit.chat.pipeline.compress_chat` made incremental. It holds
 the whole conversation and, beside it, a feature store (:class:`ChatFeatures`) keyed by message
 content: token counts, self-information, shingles, the scorer's embeddings and pruned renderings
 are computed once per message and reused. A call to :meth:`ChatMemory.compress` after one new
@@ -14,13 +14,13 @@ so a window can differ only at a near tie of scores):
 - every older turn is evicted or kept by importance to the latest user turn (or ``query``):
   the most relevant whole, the next shortened, the rest dropped, each change in the ledger.
 
-With ``prefix_cache=True`` (or a :class:`~ctxkit.compression.prefix_cache.PrefixCacheOptions`)
+With ``prefix_cache=True`` (or a :class:`~ctxkit.chat.prefix_window.PrefixCacheOptions`)
 the window only grows at its end between compactions, so a provider's prompt cache serves
 most of it every turn; the older turns the latest question needs are recalled into a small
-block just before the latest user message (:mod:`ctxkit.compression.prefix_cache`).
+block just before the latest user message (:mod:`ctxkit.chat.prefix_window`).
 With ``summarize`` (a callable ``(evicted_messages, previous_summary) -> str``), evicted turns
 are folded into a running summary, one message after the system prompt
-(:mod:`ctxkit.compression.summary`): in prefix-cache mode rewritten at each compaction, else
+(:mod:`ctxkit.chat.summary_placement`): in prefix-cache mode rewritten at each compaction, else
 once the turns evicted since the last rewrite hold ``summary_options.refresh`` of the budget.
 :meth:`ChatMemory.peek` returns the window without sending it (no state advanced).
 :meth:`ChatMemory.cache_accounting` says what the windows returned so far would be billed.
@@ -51,21 +51,21 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ctxkit import validate
-from ctxkit.compression.chat import CompressChatResult, select
-from ctxkit.compression.chat_features import ChatFeatures
-from ctxkit.compression.history_format import HistoryFormat
-from ctxkit.compression.options import DEFAULT_SCORER, ChatOptions, check_budget
-from ctxkit.compression.prefix_cache import PrefixCacheOptions, PrefixWindow
-from ctxkit.compression.prompt_cache import CacheAccountingResult, CacheMeter
-from ctxkit.compression.scorer_base import Scorer
-from ctxkit.compression.scorers import available_scorers
-from ctxkit.compression.summary import (
+from ctxkit.chat.billing import CacheAccountingResult, CacheMeter
+from ctxkit.chat.features import ChatFeatures
+from ctxkit.chat.history import HistoryFormat
+from ctxkit.chat.pipeline import CompressChatResult, select
+from ctxkit.chat.prefix_window import PrefixCacheOptions, PrefixWindow
+from ctxkit.chat.summary_placement import (
     Summarizer,
     SummaryOptions,
     SummaryState,
     check_summarizer,
     summarized_select,
 )
+from ctxkit.compression.options import DEFAULT_SCORER, ChatOptions, check_budget
+from ctxkit.compression.scoring.base import Scorer
+from ctxkit.compression.scoring.registry import available_scorers
 from ctxkit.errors import InputError
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
@@ -80,7 +80,7 @@ _VERSION = 1
 class ChatMemory:
     """A conversation plus the per-message features that make compressing it cheap per turn.
 
-    ``budget``, ``options`` and the keywords as in :func:`~ctxkit.compression.chat.compress_chat`
+    ``budget``, ``options`` and the keywords as in :func:`~ctxkit.chat.pipeline.compress_chat`
     (a :class:`~ctxkit.compression.options.ChatOptions`, with keywords that differ from their
     defaults applied on top). ``summarize`` and ``summary_options``: the running summary of
     evicted turns (see the module docstring).
@@ -149,7 +149,7 @@ class ChatMemory:
                  budget: int | None = None) -> CompressChatResult:
         """The window to send now: ``compress_chat(self.messages, budget, ...)``, from cache;
         with ``prefix_cache``, the prefix-cache-friendly window of
-        :class:`~ctxkit.compression.prefix_cache.PrefixWindow`.
+        :class:`~ctxkit.chat.prefix_window.PrefixWindow`.
 
         ``budget`` overrides the memory's budget for this call. Each call counts as a window
         sent in :meth:`cache_accounting`.
@@ -196,7 +196,7 @@ class ChatMemory:
     def cache_accounting(self) -> CacheAccountingResult:
         """Prompt-cache accounting of every window :meth:`compress` returned: per turn the
         tokens of the prefix identical to the previous window's, the uncached tokens, and
-        billed input at a cached-price ratio (:mod:`ctxkit.compression.prompt_cache`).
+        billed input at a cached-price ratio (:mod:`ctxkit.chat.billing`).
 
         Example:
             >>> mem = ChatMemory(budget=400, scorer="idf", prefix_cache=True)

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ctxkit.compression.units import render_units
+from ctxkit.compression.text.units import render_units
 
 __all__ = ["MAX_NAME_WORDS", "bridge_relevance", "chunk_links", "chunk_names", "chunk_texts",
            "mentions"]

@@ -2,7 +2,7 @@
 
 Re-selecting a chat window for every question changes it from its first old message on, so a
 provider that caches prompt prefixes bills nearly every token at full price every turn
-(:mod:`ctxkit.compression.prompt_cache` measures it). :class:`PrefixWindow` keeps the window
+(:mod:`ctxkit.chat.billing` measures it). :class:`PrefixWindow` keeps the window
 stable instead:
 
 - **compaction**: when the window would overflow the budget, the whole history is selected
@@ -19,16 +19,16 @@ stable instead:
   recalled turn as ``role: text`` in conversation order, under a one-line header; it is sent
   as a ``recall_role`` message;
 - **summary** (with ``summarize``): each compaction folds the messages it evicts into the
-  running summary (:mod:`ctxkit.compression.summary`), one message right after the system
+  running summary (:mod:`ctxkit.chat.summary_placement`), one message right after the system
   prompt and inside the prefix, so it changes only at a compaction.
 
-The result is a :class:`~ctxkit.compression.chat.CompressChatResult` whose ``kept`` lists every
+The result is a :class:`~ctxkit.chat.pipeline.CompressChatResult` whose ``kept`` lists every
 history message present in the window, whole, shortened or recalled; the ledger has the
 compaction's drops and shortenings, and a ``recalled`` entry for each recalled message.
 
 Example:
     >>> from ctxkit.compression.options import ChatOptions
-    >>> from ctxkit.compression.chat_features import ChatFeatures
+    >>> from ctxkit.chat.features import ChatFeatures
     >>> chat = [{"role": "user" if i % 2 == 0 else "assistant",
     ...          "content": f"Note {i}: crate {i} holds {10 * i} bolts."} for i in range(40)]
     >>> window = PrefixWindow(ChatOptions(keep_last=2), ChatFeatures(scorer="idf"))
@@ -48,15 +48,14 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.compression.chat import (
+from ctxkit.chat.features import ChatFeatures
+from ctxkit.chat.pipeline import (
     CompressChatResult,
     MessageChange,
     _scores,
     select,
 )
-from ctxkit.compression.chat_features import ChatFeatures
-from ctxkit.compression.options import ChatOptions
-from ctxkit.compression.summary import (
+from ctxkit.chat.summary_placement import (
     ChatSummary,
     Summarizer,
     SummaryOptions,
@@ -64,6 +63,7 @@ from ctxkit.compression.summary import (
     check_summarizer,
     summarized_select,
 )
+from ctxkit.compression.options import ChatOptions
 from ctxkit.io.messages import TOOL_RESULT_ROLES, message_format, message_text, raw_role
 from ctxkit.options import OptionSet, bad_option
 
@@ -133,7 +133,7 @@ class PrefixWindow:
     ``cache`` (or the keywords ``low_water``, ``recall``, ``recall_role``): a
     :class:`PrefixCacheOptions`. ``compactions`` counts the compactions so far.
     ``summarize`` and ``summary_options``: the summary of evicted turns, rewritten at each
-    compaction (:mod:`ctxkit.compression.summary`).
+    compaction (:mod:`ctxkit.chat.summary_placement`).
     """
 
     def __init__(self, options: ChatOptions, features: ChatFeatures, *,

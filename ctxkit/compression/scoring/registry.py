@@ -15,11 +15,11 @@ Built in, by name (:func:`get_scorer`):
   (``IdfScorer.fit(corpus)``); relevance is BM25 to the query, scaled to [0, 1].
 - ``"embedding"`` (the default of ``compress`` and ``compress_chat``): relevance as
   LongLLMLingua's coarse, question-aware ranking does it, the bundled all-MiniLM-L6-v2 cosine
-  fused with BM25 (:func:`ctxkit.compression.relevance.hybrid_relevance`); information as
+  fused with BM25 (:func:`ctxkit.compression.scoring.lexical.hybrid_relevance`); information as
   ``idf``.
 
 - ``"cross-encoder:<dir>"``: relevance from a local cross-encoder reranker, run on packed rows
-  (:mod:`ctxkit.compression.cross_encoder`); information as ``idf``.
+  (:mod:`ctxkit.compression.scoring.cross_encoder`); information as ``idf``.
 
 Other scorers plug in with :func:`register_scorer` or the ``ctxkit.scorers`` entry-point group.
 
@@ -36,11 +36,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ctxkit.compression.cross_encoder import CrossEncoderScorer
-from ctxkit.compression.embedding_scorer import EmbeddingScorer
-from ctxkit.compression.idf import IdfScorer
-from ctxkit.compression.lm_scorer import LMScorer
-from ctxkit.compression.scorer_base import Scorer
+from ctxkit.compression.scoring.base import Scorer
+from ctxkit.compression.scoring.cross_encoder import CrossEncoderScorer
+from ctxkit.compression.scoring.embedding import EmbeddingScorer
+from ctxkit.compression.scoring.idf import IdfScorer
+from ctxkit.compression.scoring.lm import LMScorer
 from ctxkit.options import bad_option
 
 __all__ = ["available_scorers", "get_scorer", "register_scorer"]

@@ -25,8 +25,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ctxkit.compression.relevance import lexical_relevance
-from ctxkit.compression.tfidf import tfidf_similarity
+from ctxkit.compression.scoring.lexical import lexical_relevance
+from ctxkit.compression.scoring.tfidf import tfidf_similarity
 
 __all__ = ["Scorer"]
 

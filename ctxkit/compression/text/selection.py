@@ -1,5 +1,6 @@
 """Scoring and selecting units under a budget: utility per token, coarse-to-fine scores and
-greedy selection with an MMR redundancy penalty (formulas in :mod:`ctxkit.compression.prune`).
+greedy selection with an MMR redundancy penalty (formulas in
+:mod:`ctxkit.compression.text.pipeline`).
 
 Example:
     >>> import numpy as np
@@ -15,9 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ctxkit.compression.multihop import bridge_relevance, chunk_names, chunk_texts
-from ctxkit.compression.relevance import lexical_relevance
-from ctxkit.compression.scorer_base import Scorer
+from ctxkit.compression.scoring.base import Scorer
+from ctxkit.compression.scoring.lexical import lexical_relevance
+from ctxkit.compression.text.multihop import bridge_relevance, chunk_names, chunk_texts
 
 __all__ = ["SENTENCE_WEIGHT", "TIGHT_SENTENCE_WEIGHT", "coarse_to_fine_scores", "greedy_mmr",
            "unit_scores"]
@@ -56,7 +57,7 @@ def coarse_to_fine_scores(pairs: Sequence[tuple[str, str]], owner: Sequence[int]
     own relevance is BM25 among all the sentences and decides what survives of the chunks at
     the budget's edge (one model pass over the chunks, none over the sentences). Chunks that
     relevant sentences name are raised to the relevance of what names them
-    (:func:`~ctxkit.compression.multihop.bridge_relevance`: the second hop of a multi-hop
+    (:func:`~ctxkit.compression.text.multihop.bridge_relevance`: the second hop of a multi-hop
     question). When ``budget`` holds fewer than two chunks of the average size (``tokens``:
     each sentence's), two pieces of evidence can only both survive as sentences: the
     sentence's own relevance then leads (:data:`TIGHT_SENTENCE_WEIGHT`) and its chunk's is

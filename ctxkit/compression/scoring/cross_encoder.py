@@ -12,7 +12,7 @@ the other scorers' relevance is (1 = most relevant unit). Information per word i
 ``idf`` scorer's; similarity is TF-IDF.
 
 Example:
-    >>> from ctxkit.compression.scorers import get_scorer
+    >>> from ctxkit.compression.scoring.registry import get_scorer
     >>> s = get_scorer("cross-encoder:path/to/reranker")  # doctest: +SKIP
     >>> s.relevance(["Paris is in France.", "Cats purr."], "Where is Paris?")  # doctest: +SKIP
     array([1., 0.])
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.compression.idf import IdfScorer
-from ctxkit.compression.relevance import _unit_range
+from ctxkit.compression.scoring.idf import IdfScorer
+from ctxkit.compression.scoring.lexical import _unit_range
 from ctxkit.options import bad_option
 
 __all__ = ["CrossEncoderScorer"]

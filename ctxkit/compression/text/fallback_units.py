@@ -13,7 +13,7 @@ tokens on the strongest boundary it has, in this order:
 Cuts fall only between atoms (:func:`ctxkit.compression.atoms.atoms`), never inside a number,
 identifier, URL or code span, and never inside a ``force_keep`` string, so those stay whole;
 an atom larger than ``cap`` stays one unit. The separators are kept, so the pieces render back
-to the unit exactly (:func:`ctxkit.compression.units.render_units`).
+to the unit exactly (:func:`ctxkit.compression.text.units.render_units`).
 
 Example:
     >>> count = lambda texts: [len(t.split()) for t in texts]  # a word is a token here

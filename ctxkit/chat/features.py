@@ -10,7 +10,7 @@ message only and then runs the (cheap) selection. Both paths compute every value
 which is what makes their results identical.
 
 Example:
-    >>> from ctxkit.compression.scorers import IdfScorer
+    >>> from ctxkit.compression.scoring.registry import IdfScorer
     >>> f = ChatFeatures("cl100k_base", IdfScorer(table={}, default=8.0))
     >>> f.count("hello world"), f.count("hello world")
     (2, 2)
@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.compression.idf import IdfScorer
-from ctxkit.compression.lm_scorer import LMScorer
-from ctxkit.compression.scorer_base import Scorer
-from ctxkit.compression.scorers import get_scorer
+from ctxkit.compression.scoring.base import Scorer
+from ctxkit.compression.scoring.idf import IdfScorer
+from ctxkit.compression.scoring.lm import LMScorer
+from ctxkit.compression.scoring.registry import get_scorer
 from ctxkit.errors import InputError
 from ctxkit.io.formats import IMAGE_TOKENS, image_parts
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
@@ -114,7 +114,7 @@ class ChatFeatures:
 
         With ``room`` (tokens the caller can keep of ``texts``, ``tokens`` each), a scorer
         that has a cheap first stage (``relevance_within``) runs its model on the candidates
-        only (:mod:`ctxkit.compression.cascade`)."""
+        only (:mod:`ctxkit.compression.scoring.shortlist`)."""
         within = getattr(self.scorer, "relevance_within", None)
         if room is not None and tokens is not None and within is not None:
             return np.asarray(within(list(texts), query, tokens, room, neighbors),
@@ -180,7 +180,7 @@ class ChatFeatures:
         key = (text, keep)
         hit = self._pruned.get(key)
         if hit is None:
-            from ctxkit.compression.prune import compress
+            from ctxkit.compression.text.pipeline import compress
 
             n = self.count(text)
             target = max(1, math.ceil(keep * n))

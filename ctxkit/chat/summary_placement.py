@@ -5,7 +5,7 @@ window had to drop.
 callable ``summarize(evicted_messages, previous_summary) -> str`` that folds the newly evicted
 messages (dicts in conversation order) into the previous summary text (``None`` for the first)
 and returns the new summary, as LangChain's summary-buffer memory and LlamaIndex's
-``ChatSummaryMemoryBuffer`` do. ctxkit ships three in :mod:`ctxkit.compression.summarizers`:
+``ChatSummaryMemoryBuffer`` do. ctxkit ships three in :mod:`ctxkit.chat.summarizers`:
 extractive (no model), SmolLM2 (offline, the ``[lm]`` extra) and any OpenAI-compatible endpoint.
 
 How the summary enters the window (:func:`summarized_select`):
@@ -31,7 +31,7 @@ summary only when newly evicted messages are worth it (``refresh``), so the summ
 called every turn.
 
 Example:
-    >>> from ctxkit.compression.chat import compress_chat
+    >>> from ctxkit.chat.pipeline import compress_chat
     >>> msgs = [{"role": "user", "content": f"Crate {i} holds {10 * i} bolts."} for i in range(12)]
     >>> out = compress_chat(msgs, 100, scorer="idf", keep_last=1,
     ...                     summarize=lambda evicted, prev: f"{len(evicted)} turns on crates.",

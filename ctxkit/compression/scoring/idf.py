@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ctxkit.compression.atoms import _WORD, atoms
-from ctxkit.compression.scorer_base import _Lexical
+from ctxkit.compression.scoring.base import _Lexical
 
 __all__ = ["MAX_BITS", "PUNCT_BITS", "IdfScorer"]
 

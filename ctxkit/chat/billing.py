@@ -9,7 +9,7 @@ grows at its end between compactions pays full price for the new turns only.
 :class:`CacheMeter` measures that turn by turn. Each window sent is compared with the previous
 one message by message, as rendered (canonical JSON of the message dict, so any change in
 role, content, name or tool calls breaks the match); the leading identical messages are the
-cached prefix and their billed tokens (:func:`~ctxkit.compression.chat.count_chat_tokens`'s
+cached prefix and their billed tokens (:func:`~ctxkit.chat.pipeline.count_chat_tokens`'s
 accounting) are ``cached_tokens``. The reply priming after the last message is never counted
 as cached. Providers cache in blocks (OpenAI from 1,024 tokens in steps of 128; Anthropic at
 breakpoints of at least 1,024 tokens): ``min_cached_tokens`` and ``block_tokens`` model that;
@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.compression.chat_features import billed_tokens
+from ctxkit.chat.features import billed_tokens
 from ctxkit.errors import InputError
 from ctxkit.io.messages import message_format, message_text, raw_role
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
@@ -123,7 +123,7 @@ class CacheMeter:
     """Feed the windows a chat application sends, one per turn; read the cache accounting.
 
     ``record(window)`` takes a list of messages (OpenAI or ShareGPT dicts) or anything with a
-    ``messages`` attribute (a :class:`~ctxkit.compression.chat.CompressChatResult`) and returns
+    ``messages`` attribute (a :class:`~ctxkit.chat.pipeline.CompressChatResult`) and returns
     that turn's :class:`CachedTurn`; :meth:`result` the whole replay. Token counts follow
     ``count_chat_tokens`` (``per_message`` framing per message, ``reply_priming`` once).
 

@@ -1,6 +1,6 @@
 """A growing chat history in any message format, and its windows given back in that format.
 
-:class:`~ctxkit.compression.memory.ChatMemory` selects on the internal form of
+:class:`~ctxkit.chat.memory.ChatMemory` selects on the internal form of
 :mod:`ctxkit.io.formats` (OpenAI or ShareGPT dicts). :class:`HistoryFormat` sits beside it: each
 added message is converted once (:func:`~ctxkit.io.formats.to_internal`) and kept as it came,
 and a window computed on the internal form is mapped back (:meth:`HistoryFormat.restore`): an
@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ctxkit.compression.chat import CompressChatResult
+from ctxkit.chat.pipeline import CompressChatResult
 from ctxkit.errors import InputError
 from ctxkit.io import frameworks
 from ctxkit.io.formats import Conversation, message_kind, to_internal

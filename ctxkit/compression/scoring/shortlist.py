@@ -8,7 +8,7 @@ rest shortened), so the encoder only has to rank the turns that stand a chance:
 1. :func:`first_stage` scores every unit without the transformer: the cosine between the mean
    of the model's own *input* word-piece vectors of the unit and of the query (a bag of word
    pieces in MiniLM's space: it catches "therapist" for "counseling", which BM25 does not),
-   fused with BM25 as :func:`~ctxkit.compression.relevance.hybrid_relevance` fuses the full
+   fused with BM25 as :func:`~ctxkit.compression.scoring.lexical.hybrid_relevance` fuses the full
    signals (z-scores, ``lexical_weight`` on BM25). It costs one tokenizer pass and a gather;
 2. :func:`pick_candidates` keeps the best of them until their tokens fill ``volume`` (the
    caller's free room times :data:`CANDIDATE_ROOMS`), and at least :data:`CANDIDATE_FLOOR`
@@ -38,8 +38,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ctxkit.compression.embedding_cache import EmbeddingCache
-from ctxkit.compression.relevance import bm25
+from ctxkit.compression.scoring.cache import EmbeddingCache
+from ctxkit.compression.scoring.lexical import bm25
 from ctxkit.embedding.vectors import Encoder, ranking_encoder, unit_rows
 
 __all__ = ["CANDIDATE_FLOOR", "CANDIDATE_ROOMS", "WORD_PIECE_CACHE", "first_stage",

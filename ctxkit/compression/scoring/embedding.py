@@ -8,8 +8,8 @@ most ~700 turns, 75 key-value lines) under it, so their rankings are the uncasca
 cascade bounds the encoder's work on long inputs (100k tokens and more). A caller that knows
 how many tokens it can keep (``compress_chat``) asks :meth:`EmbeddingScorer.relevance_within`
 instead: the candidates are then the best of a cheaper and better first stage
-(:mod:`ctxkit.compression.cascade`) filling that room. Vectors are cached by text across calls
-in the process (:mod:`ctxkit.compression.embedding_cache`).
+(:mod:`ctxkit.compression.scoring.shortlist`) filling that room. Vectors are cached by text
+across calls in the process (:mod:`ctxkit.compression.scoring.cache`).
 
 Example:
     >>> EmbeddingScorer().name
@@ -22,10 +22,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ctxkit.compression import cascade
-from ctxkit.compression.embedding_cache import SHARED_CACHE, EmbeddingCache
-from ctxkit.compression.idf import IdfScorer
-from ctxkit.compression.relevance import bm25, hybrid_relevance, spread_to_neighbors
+from ctxkit.compression.scoring import shortlist as cascade
+from ctxkit.compression.scoring.cache import SHARED_CACHE, EmbeddingCache
+from ctxkit.compression.scoring.idf import IdfScorer
+from ctxkit.compression.scoring.lexical import bm25, hybrid_relevance, spread_to_neighbors
 from ctxkit.embedding import vectors
 from ctxkit.embedding.options import DTYPES
 from ctxkit.options import bad_option
@@ -45,7 +45,7 @@ def embed(texts: Sequence[str], dtype: str = vectors.RANKING_DTYPE) -> np.ndarra
 class EmbeddingScorer(IdfScorer):
     """Question-aware relevance: MiniLM cosine fused with BM25 on standardised scores.
 
-    ``relevance`` is :func:`~ctxkit.compression.relevance.hybrid_relevance` with
+    ``relevance`` is :func:`~ctxkit.compression.scoring.lexical.hybrid_relevance` with
     ``lexical_weight``: the embedding catches paraphrases, BM25 the exact names and numbers
     that small embedding models blur. Embeddings are cached by text in the process-wide
     LRU (or ``cache``), so a history or passage seen again is not embedded again.
