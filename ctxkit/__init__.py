@@ -51,7 +51,7 @@ _EXPORTS = {
     "CompressChatResult": "ctxkit.chat.pipeline",
     "ChatMemory": "ctxkit.chat.memory",
     "CompressOptions": "ctxkit.compression.options",
-    "ChatOptions": "ctxkit.compression.options",
+    "ChatOptions": "ctxkit.chat.options",
     "cache_accounting": "ctxkit.chat.billing",
     "CacheAccountingResult": "ctxkit.chat.billing",
     "CacheMeter": "ctxkit.chat.billing",

@@ -9,8 +9,9 @@ import pytest
 import typer
 
 import ctxkit
+from ctxkit.chat.options import ChatOptions
 from ctxkit.cli import app
-from ctxkit.compression.options import ChatOptions, CompressOptions, DensityOptions
+from ctxkit.compression.options import CompressOptions, DensityOptions
 from ctxkit.deduplication.options import MinHashOptions
 from ctxkit.embedding.options import ClassifyOptions, EmbedOptions
 from ctxkit.packing.options import PackOptions
@@ -85,3 +86,73 @@ def test_a_changed_default_is_seen():
 
     assert inspect.signature(fake).parameters["granularity"].default != \
         _defaults(CompressOptions)["granularity"]
+
+
+# entry points whose option keywords come from their option set (ctxkit.options.takes_options)
+DECLARED_ONCE = [
+    (ctxkit.compress, CompressOptions),
+    (ctxkit.compress_chat, ChatOptions),
+    (ctxkit.ChatMemory, ChatOptions),
+    (ctxkit.density, DensityOptions),
+]
+
+
+def _keyword_defaults(fn) -> dict:
+    return {p.name: p.default for p in inspect.signature(fn).parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+@pytest.mark.parametrize("fn,cls", DECLARED_ONCE, ids=lambda x: getattr(x, "__name__", ""))
+def test_signature_is_the_option_set(fn, cls):
+    # every field is a keyword at its default, and no field is missing (ChatMemory once had
+    # no image_tokens)
+    keywords = _keyword_defaults(fn)
+    fields = _defaults(cls)
+    assert {k: keywords.get(k, "missing") for k in fields} == fields
+
+
+def test_a_signature_that_lacks_a_field_is_caught():
+    def partial(text, *, options=None, tokenizer="cl100k_base"):
+        """fake"""
+
+    keywords = _keyword_defaults(partial)
+    fields = _defaults(CompressOptions)
+    assert {k: keywords.get(k, "missing") for k in fields} != fields
+
+
+def _history(turns: int = 8) -> list[dict]:
+    msgs = []
+    for i in range(turns):
+        msgs.append({"role": "user", "content": f"Question {i}: tell me about topic {i}, its "
+                     "long history and the people in it. " * 3})
+        msgs.append({"role": "assistant", "content": f"Answer {i}: the details of topic {i} "
+                     "with names, places and dates. " * 3})
+    return msgs
+
+
+def test_a_written_keyword_applies_over_options():
+    msgs = _history()
+    two = ctxkit.compress_chat(msgs, 400, keep_last=2, scorer="idf")
+    five = ctxkit.compress_chat(msgs, 400, keep_last=5, scorer="idf")
+    assert two.messages != five.messages  # the case tells keep_last=2 from 5
+    both = ctxkit.compress_chat(msgs, 400, options=ChatOptions(keep_last=5, scorer="idf"),
+                                keep_last=2)
+    assert both.messages == two.messages
+    mem = ctxkit.ChatMemory(400, options=ChatOptions(keep_last=5), keep_last=2)
+    assert mem.options.keep_last == 2
+    text = " ".join(m["content"] for m in msgs)
+    sort = ctxkit.compress(text, 60, options=CompressOptions(reorder="sort", scorer="idf"),
+                           reorder="original")
+    assert sort.text == ctxkit.compress(text, 60, scorer="idf").text
+
+
+def test_memory_takes_every_chat_option():
+    assert ctxkit.ChatMemory(400, image_tokens=10).options.image_tokens == 10
+
+
+def test_unknown_keyword_and_wrong_options_type():
+    with pytest.raises(TypeError, match="keep_lats"):
+        ctxkit.compress_chat([], 10, keep_lats=2)
+    with pytest.raises(ValueError, match="options must be a ChatOptions"):
+        ctxkit.compress_chat([{"role": "user", "content": "hi"}], 10,
+                             options=CompressOptions())

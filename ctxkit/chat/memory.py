@@ -54,6 +54,7 @@ from ctxkit import validate
 from ctxkit.chat.billing import CacheAccountingResult, CacheMeter
 from ctxkit.chat.features import ChatFeatures
 from ctxkit.chat.history import HistoryFormat
+from ctxkit.chat.options import ChatOptions
 from ctxkit.chat.pipeline import CompressChatResult, select
 from ctxkit.chat.prefix_window import PrefixCacheOptions, PrefixWindow
 from ctxkit.chat.summary_placement import (
@@ -63,14 +64,12 @@ from ctxkit.chat.summary_placement import (
     check_summarizer,
     summarized_select,
 )
-from ctxkit.compression.options import DEFAULT_SCORER, ChatOptions, check_budget
-from ctxkit.compression.scoring.base import Scorer
+from ctxkit.compression.options import check_budget
 from ctxkit.compression.scoring.registry import available_scorers
 from ctxkit.errors import InputError
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
-from ctxkit.io.tokenizers import Tokenizer
-from ctxkit.options import bad_option
+from ctxkit.options import bad_option, takes_options
 
 __all__ = ["ChatMemory"]
 
@@ -81,28 +80,18 @@ class ChatMemory:
     """A conversation plus the per-message features that make compressing it cheap per turn.
 
     ``budget``, ``options`` and the keywords as in :func:`~ctxkit.chat.pipeline.compress_chat`
-    (a :class:`~ctxkit.compression.options.ChatOptions`, with keywords that differ from their
-    defaults applied on top). ``summarize`` and ``summary_options``: the running summary of
+    (a :class:`~ctxkit.chat.options.ChatOptions`, with every option keyword given applied on
+    top). ``summarize`` and ``summary_options``: the running summary of
     evicted turns (see the module docstring).
     """
 
-    def __init__(self, budget: int = 4096, *, options: ChatOptions | None = None,
-                 keep_last: int = 2, keep_system: bool = True,
-                 tokenizer: str | Tokenizer = "cl100k_base",
-                 scorer: str | Scorer = DEFAULT_SCORER, per_message: int = 3,
-                 reply_priming: int = 3, shorten: bool = True, min_shortened: int = 24,
-                 dedup_threshold: float = 0.8, query_weight: float = 0.95,
-                 neighbors: float = 0.3, whole_share: float = 0.25, word_keep: float = 0.5,
-                 alternate: bool = False, prefix_cache: bool | PrefixCacheOptions = False,
+    @takes_options(ChatOptions)
+    def __init__(self, budget: int = 4096, *, options: ChatOptions,
+                 prefix_cache: bool | PrefixCacheOptions = False,
                  summarize: Summarizer | None = None,
                  summary_options: SummaryOptions | None = None):
         self.budget = check_budget(budget)
-        self.options = ChatOptions.resolve(
-            options, keep_last=keep_last, keep_system=keep_system, tokenizer=tokenizer,
-            scorer=scorer, per_message=per_message, reply_priming=reply_priming,
-            shorten=shorten, min_shortened=min_shortened, dedup_threshold=dedup_threshold,
-            query_weight=query_weight, neighbors=neighbors, whole_share=whole_share,
-            word_keep=word_keep, alternate=alternate)
+        self.options = options
         tokenizer, scorer = self.options.tokenizer, self.options.scorer
         self.features = ChatFeatures(tokenizer, scorer)
         if prefix_cache is True:

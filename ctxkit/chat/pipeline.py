@@ -60,6 +60,7 @@ import numpy as np
 
 from ctxkit import validate
 from ctxkit.chat.features import ChatFeatures, billed_tokens
+from ctxkit.chat.options import ChatOptions
 from ctxkit.chat.summary_placement import (
     ChatSummary,
     Summarizer,
@@ -69,8 +70,7 @@ from ctxkit.chat.summary_placement import (
     summary_message,
 )
 from ctxkit.compression.budgeted import BudgetedResult
-from ctxkit.compression.options import DEFAULT_SCORER, ChatOptions, check_budget
-from ctxkit.compression.scoring.base import Scorer
+from ctxkit.compression.options import check_budget
 from ctxkit.compression.scoring.lexical import spread_to_neighbors
 from ctxkit.compression.scoring.registry import check_scorer
 from ctxkit.compression.text.pipeline import compress
@@ -81,6 +81,7 @@ from ctxkit.io.messages import message_text as _text
 from ctxkit.io.messages import raw_role as _role
 from ctxkit.io.messages import tool_call_ids as _tool_ids
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
+from ctxkit.options import takes_options
 
 __all__ = ["CompressChatResult", "MessageChange", "compress_chat", "count_chat_tokens"]
 
@@ -190,28 +191,14 @@ def _is_call(m: Mapping[str, Any]) -> bool:
 
 
 
+@takes_options(ChatOptions)
 def compress_chat(
     messages: Sequence[Mapping[str, Any]],
     budget: int,
     *,
     query: str | None = None,
-    options: ChatOptions | None = None,
-    keep_last: int = 2,
-    keep_system: bool = True,
-    tokenizer: str | Tokenizer = "cl100k_base",
+    options: ChatOptions,
     system: Any = None,
-    scorer: str | Scorer = DEFAULT_SCORER,
-    per_message: int = 3,
-    reply_priming: int = 3,
-    shorten: bool = True,
-    min_shortened: int = 24,
-    dedup_threshold: float = 0.8,
-    query_weight: float = 0.95,
-    neighbors: float = 0.3,
-    whole_share: float = 0.25,
-    word_keep: float = 0.5,
-    alternate: bool = False,
-    image_tokens: int = IMAGE_TOKENS,
     summarize: Summarizer | None = None,
     summary_options: SummaryOptions | None = None,
 ) -> CompressChatResult:
@@ -230,8 +217,8 @@ def compress_chat(
     ``system``: a system prompt sent apart from the messages (Anthropic's top-level
     ``system``: text or text blocks), counted in the budget, always kept and returned as
     ``result.system``. ``image_tokens``: tokens billed per image.
-    ``options``: a :class:`~ctxkit.compression.options.ChatOptions`; keywords that differ from
-    their defaults apply on top of it.
+    ``options``: a :class:`~ctxkit.chat.options.ChatOptions`; every option keyword given
+    applies on top of it.
     ``summarize``: a callable ``(evicted_messages, previous_summary) -> str``
     (:mod:`ctxkit.chat.summarizers` has three); the summary of the evicted turns is
     one more message after the system prompt, within the budget, placed and sized as
@@ -240,12 +227,7 @@ def compress_chat(
     validate.positive_int(budget, "budget")
     validate.optional_text(query, "query")
     validate.messages_list(messages)
-    opts = ChatOptions.resolve(
-        options, keep_last=keep_last, keep_system=keep_system, tokenizer=tokenizer,
-        scorer=scorer, per_message=per_message, reply_priming=reply_priming, shorten=shorten,
-        min_shortened=min_shortened, dedup_threshold=dedup_threshold, query_weight=query_weight,
-        neighbors=neighbors, whole_share=whole_share, word_keep=word_keep, alternate=alternate,
-        image_tokens=image_tokens)
+    opts = options
     check_scorer(opts.scorer)
     check_summarizer(summarize)
     conv = read_conversation(messages, system=system)

@@ -27,7 +27,7 @@ history message present in the window, whole, shortened or recalled; the ledger 
 compaction's drops and shortenings, and a ``recalled`` entry for each recalled message.
 
 Example:
-    >>> from ctxkit.compression.options import ChatOptions
+    >>> from ctxkit.chat.options import ChatOptions
     >>> from ctxkit.chat.features import ChatFeatures
     >>> chat = [{"role": "user" if i % 2 == 0 else "assistant",
     ...          "content": f"Note {i}: crate {i} holds {10 * i} bolts."} for i in range(40)]
@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from ctxkit.chat.features import ChatFeatures
+from ctxkit.chat.options import ChatOptions
 from ctxkit.chat.pipeline import (
     CompressChatResult,
     MessageChange,
@@ -63,9 +64,8 @@ from ctxkit.chat.summary_placement import (
     check_summarizer,
     summarized_select,
 )
-from ctxkit.compression.options import ChatOptions
 from ctxkit.io.messages import TOOL_RESULT_ROLES, message_format, message_text, raw_role
-from ctxkit.options import OptionSet, bad_option
+from ctxkit.options import OptionSet, bad_option, takes_options
 
 __all__ = ["RECALL_HEADER", "PrefixCacheOptions", "PrefixWindow"]
 
@@ -136,13 +136,11 @@ class PrefixWindow:
     compaction (:mod:`ctxkit.chat.summary_placement`).
     """
 
+    @takes_options(PrefixCacheOptions, into="cache")
     def __init__(self, options: ChatOptions, features: ChatFeatures, *,
-                 cache: PrefixCacheOptions | None = None, low_water: float = 0.6,
-                 recall: float = 0.2, recall_role: str = "user",
-                 summarize: Summarizer | None = None,
+                 cache: PrefixCacheOptions, summarize: Summarizer | None = None,
                  summary_options: SummaryOptions | None = None):
-        self.cache = PrefixCacheOptions.resolve(cache, low_water=low_water, recall=recall,
-                                                recall_role=recall_role)
+        self.cache = cache
         self.options, self.features = options, features
         check_summarizer(summarize)
         self.summarize = summarize

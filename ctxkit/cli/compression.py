@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ctxkit.chat.options import ChatOptions
 from ctxkit.cli.app import (
     KV_DTYPE,
     BudgetOpt,
@@ -26,7 +27,7 @@ from ctxkit.cli.app import (
     app,
     run_job,
 )
-from ctxkit.compression.options import ChatOptions, CompressOptions, DensityOptions
+from ctxkit.compression.options import CompressOptions, DensityOptions
 from ctxkit.jobs import Source, Target
 
 __all__ = ["chat_cmd", "compress_cmd", "density_cmd"]

@@ -45,6 +45,7 @@ from ctxkit.compression.scoring.base import Scorer
 from ctxkit.compression.scoring.registry import get_scorer
 from ctxkit.errors import InputError
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
+from ctxkit.options import takes_options
 
 __all__ = ["DensityResult", "TextDensity", "density", "near_duplicates", "text_densities"]
 
@@ -235,23 +236,18 @@ def _clusters(dup: list[int], tokens: list[int], top: int) -> list[dict[str, Any
     return rows[:top]
 
 
+@takes_options(DensityOptions)
 def density(
     text_or_texts: str | Sequence[str],
     *,
-    options: DensityOptions | None = None,
-    tokenizer: str | Tokenizer = "cl100k_base",
-    scorer: str | Scorer | None = "idf",
-    n: int = 3,
-    threshold: float = 0.8,
-    semantic: bool = False,
-    top_clusters: int = 10,
+    options: DensityOptions,
 ) -> DensityResult:
     """Density of one text or of a corpus; see the module docstring for every metric.
 
     ``scorer=None`` skips self-information (and so the composite score). With the ``idf``
     scorer and no ``wordfreq`` package installed, IDF is fitted on the corpus itself.
-    ``options``: a :class:`~ctxkit.compression.options.DensityOptions`; keywords that differ
-    from their defaults apply on top of it.
+    ``options``: a :class:`~ctxkit.compression.options.DensityOptions`; every option keyword
+    given applies on top of it.
 
     Example:
         >>> rep = density(["a b c", "a b c", "x y z w"], scorer=None)
@@ -259,9 +255,7 @@ def density(
         ([-1, 0, -1], 3)
     """
     texts = validate.text_or_texts(text_or_texts, "text_or_texts")
-    opts = DensityOptions.resolve(options, tokenizer=tokenizer, scorer=scorer, n=n,
-                                  threshold=threshold, semantic=semantic,
-                                  top_clusters=top_clusters)
+    opts = options
     tokenizer, scorer, n, threshold = opts.tokenizer, opts.scorer, opts.n, opts.threshold
     semantic, top_clusters = opts.semantic, opts.top_clusters
     tok = resolve_tokenizer(tokenizer)

@@ -145,7 +145,7 @@ class CtxkitDocumentCompressor(BaseDocumentCompressor):
     docstring). ``scorer`` and ``tokenizer`` as for
     :func:`~ctxkit.compression.text.pipeline.compress`;
     ``options`` (a :class:`~ctxkit.compression.options.CompressOptions`) sets the rest, the
-    two fields applied on top when they differ from their defaults.
+    two fields applied on top when the user set them.
 
     Example:
         >>> from langchain_core.documents import Document
@@ -168,8 +168,8 @@ class CtxkitDocumentCompressor(BaseDocumentCompressor):
     def compress_documents(self, documents: Sequence[Document], query: str,
                            callbacks: Callbacks | None = None) -> list[Document]:
         """The documents that fit, in their order, shortened where needed."""
-        opts = CompressOptions.resolve(self.options, scorer=self.scorer,
-                                       tokenizer=self.tokenizer)
+        opts = CompressOptions.from_call(self.options, {  # the fields the user set win
+            k: getattr(self, k) for k in ("scorer", "tokenizer") if k in self.model_fields_set})
         docs = list(documents)
         res = compress_passages([d.page_content for d in docs], self.budget, query=query,
                                 options=opts)

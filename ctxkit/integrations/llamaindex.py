@@ -57,7 +57,7 @@ class CtxkitNodePostprocessor(BaseNodePostprocessor):
     """Compress retrieved nodes to ``budget`` tokens with the query (see the module docstring).
     ``scorer`` and ``tokenizer`` as for :func:`~ctxkit.compression.text.pipeline.compress`;
     ``options`` (a :class:`~ctxkit.compression.options.CompressOptions`) sets the rest, the
-    two fields applied on top when they differ from their defaults.
+    two fields applied on top when the user set them.
 
     Example:
         >>> from llama_index.core.schema import TextNode
@@ -81,8 +81,8 @@ class CtxkitNodePostprocessor(BaseNodePostprocessor):
 
     def _postprocess_nodes(self, nodes: list[NodeWithScore],
                            query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
-        opts = CompressOptions.resolve(self.options, scorer=self.scorer,
-                                       tokenizer=self.tokenizer)
+        opts = CompressOptions.from_call(self.options, {  # the fields the user set win
+            k: getattr(self, k) for k in ("scorer", "tokenizer") if k in self.model_fields_set})
         query = query_bundle.query_str if query_bundle is not None else None
         res = compress_passages([n.node.get_content(metadata_mode=MetadataMode.NONE)
                                  for n in nodes], self.budget, query=query, options=opts)

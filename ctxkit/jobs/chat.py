@@ -7,7 +7,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.compression.options import ChatOptions, check_budget
+from ctxkit.chat.options import ChatOptions
+from ctxkit.compression.options import check_budget
 from ctxkit.errors import InputError, Location, OptionError
 from ctxkit.io.messages import MESSAGE_KEYS, message_format
 from ctxkit.jobs.common import (

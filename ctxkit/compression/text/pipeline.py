@@ -64,7 +64,6 @@ from ctxkit.compression.atoms import atoms, is_protected
 from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.density import near_duplicates
 from ctxkit.compression.options import GRANULARITIES, CompressOptions, check_budget
-from ctxkit.compression.scoring.base import Scorer
 from ctxkit.compression.scoring.registry import check_scorer, get_scorer
 from ctxkit.compression.scoring.tfidf import tfidf_similarity
 from ctxkit.compression.text.fallback_units import MAX_UNIT_TOKENS, cap_units
@@ -72,7 +71,8 @@ from ctxkit.compression.text.multihop import chunk_links, repeated_title
 from ctxkit.compression.text.selection import coarse_to_fine_scores, greedy_mmr, unit_scores
 from ctxkit.compression.text.units import forced_mask, input_units, render_units, split_units
 from ctxkit.compression.text.word_pruning import FILLER, fit_tokens, prune_atoms
-from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
+from ctxkit.io.tokenizers import resolve_tokenizer
+from ctxkit.options import takes_options
 
 __all__ = [
     "GRANULARITIES",
@@ -146,21 +146,13 @@ class CompressResult(BudgetedResult):
 
 
 
+@takes_options(CompressOptions)
 def compress(
     text_or_chunks: str | Sequence[str],
     budget: int,
     *,
     query: str | None = None,
-    options: CompressOptions | None = None,
-    tokenizer: str | Tokenizer = "cl100k_base",
-    scorer: str | Scorer = "embedding",
-    granularity: str = "coarse-to-fine",
-    force_keep: str | Sequence[str] = (),
-    reorder: str = "original",
-    token_drop: float = 0.0,
-    dedup_threshold: float = 0.8,
-    redundancy: float = 0.5,
-    query_weight: float = 0.95,
+    options: CompressOptions,
 ) -> CompressResult:
     """Shrink a text or a list of chunks to at most ``budget`` tokens, keeping what matters.
 
@@ -175,8 +167,8 @@ def compress(
 
     A kept chunk's first sentence is emitted without the chunk's title when it repeats every
     word of it (module docstring). ``options``: a
-    :class:`~ctxkit.compression.options.CompressOptions`; keywords that differ
-    from their defaults apply on top of it. Raises :class:`~ctxkit.errors.OptionError` for a
+    :class:`~ctxkit.compression.options.CompressOptions`; every option keyword given applies on
+    top of it. Raises :class:`~ctxkit.errors.OptionError` for a
     budget under 1 or a bad option, and ``ValueError`` for a budget too small for the
     ``force_keep`` parts.
 
@@ -195,10 +187,7 @@ def compress(
     validate.optional_text(query, "query")
     if not isinstance(text_or_chunks, str):
         validate.texts(text_or_chunks, "text_or_chunks", "chunk")
-    opts = CompressOptions.resolve(
-        options, tokenizer=tokenizer, scorer=scorer, granularity=granularity,
-        force_keep=force_keep, reorder=reorder, token_drop=token_drop,
-        dedup_threshold=dedup_threshold, redundancy=redundancy, query_weight=query_weight)
+    opts = options
     tokenizer, granularity, reorder = opts.tokenizer, opts.granularity, opts.reorder
     scorer = check_scorer(opts.scorer)
     token_drop, dedup_threshold = opts.token_drop, opts.dedup_threshold
