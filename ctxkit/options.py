@@ -102,8 +102,9 @@ def takes_options(option_set: type[OptionSet], into: str = "options") -> Callabl
     """Give the decorated function one keyword-only parameter per field of ``option_set``.
 
     The function declares a keyword-only ``options`` parameter (or the name ``into`` gives)
-    and none of the fields; it is called with that parameter resolved by :meth:`OptionSet.from_call` (the caller's ``options``,
-    or the defaults, with every field keyword the caller wrote applied). The public signature
+    and none of the fields; it is called with that parameter resolved by
+    :meth:`OptionSet.from_call` (the caller's ``options``, or the defaults, with every field
+    keyword the caller wrote applied). The public signature
     (``help``, ``inspect.signature``) lists the fields at their defaults, so the option set is
     the one place they are declared. On a class, decorate ``__init__``.
 
