@@ -58,7 +58,7 @@ def summarizer(kind: str, budget: int) -> Any:
 def _memory(budget: int, scorer: str, prefix_cache: bool, summarize: str | None = None
             ) -> Method:
     from ctxkit.chat.memory import ChatMemory
-    from ctxkit.chat.pipeline import select
+    from ctxkit.chat.selection import select
     from ctxkit.chat.summary_placement import summarized_select
 
     fold = summarizer(summarize, budget) if summarize else None

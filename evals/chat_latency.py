@@ -46,7 +46,8 @@ import numpy as np  # noqa: E402
 
 from ctxkit.chat.features import ChatFeatures  # noqa: E402
 from ctxkit.chat.options import ChatOptions  # noqa: E402
-from ctxkit.chat.pipeline import compress_chat, count_chat_tokens, select  # noqa: E402
+from ctxkit.chat.pipeline import compress_chat, count_chat_tokens  # noqa: E402
+from ctxkit.chat.selection import select  # noqa: E402
 from ctxkit.compression.scoring import shortlist as cascade  # noqa: E402
 from ctxkit.compression.scoring.cache import SHARED_CACHE  # noqa: E402
 from ctxkit.compression.scoring.embedding import EmbeddingScorer  # noqa: E402

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from ctxkit.chat.pipeline import CompressChatResult, compress_chat, count_chat_tokens
 from ctxkit.compression.scoring.idf import IdfScorer
-from ctxkit.errors import InputError
+from ctxkit.errors import InputError, OptionError
 from ctxkit.io.tokenizers import get_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -110,7 +110,7 @@ def test_under_budget_untouched_and_errors():
     msgs = history()
     out = compress_chat(msgs, budget=10_000)
     assert out.messages == msgs and out.ledger == [] and out.ratio == 1.0
-    with pytest.raises(ValueError, match="too small for the kept messages"):
+    with pytest.raises(OptionError, match="budget 20 is too small for the kept messages"):
         compress_chat(msgs, budget=20)
     with pytest.raises(ValueError, match="positive"):
         compress_chat(msgs, budget=0)

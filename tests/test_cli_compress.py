@@ -148,3 +148,25 @@ def test_chat_summarize_folds_evicted_turns_into_one_message(tmp_path, capsys):
     assert main(["chat", str(src), "-b", "200", "--summarize", "http://localhost:9/v1",
                  "-o", str(dst)]) == 2
     assert "--summary-model" in capsys.readouterr().err
+
+
+def test_chat_skip_bad_skips_a_conversation_that_cannot_fit(tmp_path, capsys):
+    # a conversation whose kept messages alone overflow the budget is a bad record: an error
+    # naming it, or with --skip-bad a skipped record in the report while the rest is written
+    long_turns = [{"role": "user", "content": "hello there, how are you doing today my friend"},
+                  {"role": "assistant", "content": "fine, thanks; what is new in your life?"}]
+    src, dst, rep = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "rep.json"
+    src.write_text(json.dumps({"id": "big", "messages": long_turns}) + "\n"
+                   + json.dumps({"id": "small", "messages": [{"role": "user", "content": "hi"}]})
+                   + "\n", encoding="utf-8")
+    assert main(["chat", str(src), "-b", "12", "--scorer", "idf", "-o", str(dst)]) == 2
+    assert "in.jsonl:1 (id " in err(capsys)  # names the record's line
+    assert not dst.exists()
+    assert main(["chat", str(src), "-b", "12", "--scorer", "idf", "--skip-bad", "-o", str(dst),
+                 "--report", str(rep)]) == 0
+    rows = [json.loads(line) for line in dst.read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["small"]
+    report = json.loads(rep.read_text())
+    assert [s["line"] for s in report["skipped"]] == [1]
+    assert "budget 12 is too small" in report["skipped"][0]["reason"]
+    assert len(report["conversations"]) == 1

@@ -9,8 +9,8 @@ import pytest
 from ctxkit.chat.billing import CacheMeter
 from ctxkit.chat.features import ChatFeatures
 from ctxkit.chat.options import ChatOptions
-from ctxkit.chat.pipeline import select
 from ctxkit.chat.prefix_window import RECALL_HEADER, PrefixWindow
+from ctxkit.chat.selection import select
 from ctxkit.errors import OptionError
 
 TOPICS = ["garden", "router", "invoice", "marathon", "piano", "tax form", "sourdough", "bike"]

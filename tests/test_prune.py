@@ -73,7 +73,7 @@ def test_force_keep_and_too_small_budget():
     out = compress(DOC, budget=25, scorer=SCORER, force_keep=["Lunch was pasta"])
     assert "Lunch was pasta" in out.text and out.compressed_tokens <= 25
     assert any(u.forced and u.kept for u in out.units)
-    with pytest.raises(ValueError, match="too small for the force_keep parts"):
+    with pytest.raises(OptionError, match="too small for the force_keep parts"):
         compress(DOC, budget=3, scorer=SCORER, force_keep="Dr. Ada Byte")
     with pytest.raises(ValueError, match="positive"):
         compress(DOC, budget=0)

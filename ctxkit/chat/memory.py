@@ -55,8 +55,9 @@ from ctxkit.chat.billing import CacheAccountingResult, CacheMeter
 from ctxkit.chat.features import ChatFeatures
 from ctxkit.chat.history import HistoryFormat
 from ctxkit.chat.options import ChatOptions
-from ctxkit.chat.pipeline import CompressChatResult, select
 from ctxkit.chat.prefix_window import PrefixCacheOptions, PrefixWindow
+from ctxkit.chat.result import CompressChatResult
+from ctxkit.chat.selection import select
 from ctxkit.chat.summary_placement import (
     Summarizer,
     SummaryOptions,

@@ -50,12 +50,8 @@ import numpy as np
 
 from ctxkit.chat.features import ChatFeatures
 from ctxkit.chat.options import ChatOptions
-from ctxkit.chat.pipeline import (
-    CompressChatResult,
-    MessageChange,
-    _scores,
-    select,
-)
+from ctxkit.chat.result import CompressChatResult, MessageChange
+from ctxkit.chat.selection import select, turn_scores
 from ctxkit.chat.summary_placement import (
     ChatSummary,
     Summarizer,
@@ -64,15 +60,22 @@ from ctxkit.chat.summary_placement import (
     check_summarizer,
     summarized_select,
 )
-from ctxkit.io.messages import TOOL_RESULT_ROLES, message_format, message_text, raw_role
+from ctxkit.io.messages import (
+    ASSISTANT_ROLES,
+    SYSTEM_ROLES,
+    TOOL_RESULT_ROLES,
+    USER_ROLES,
+    latest_user_text,
+    message_format,
+    message_text,
+    raw_role,
+)
 from ctxkit.options import OptionSet, bad_option, takes_options
 
 __all__ = ["RECALL_HEADER", "PrefixCacheOptions", "PrefixWindow"]
 
 RECALL_HEADER = "Earlier in this conversation (recalled for the current question):"
-_USERS = {"user", "human"}
-_SYSTEM = {"system", "developer"}
-_RECALLABLE = {"user", "human", "assistant", "gpt", "bot", "model"}
+_RECALLABLE = USER_ROLES | ASSISTANT_ROLES
 
 
 @dataclass(frozen=True)
@@ -173,8 +176,7 @@ class PrefixWindow:
         fmt = message_format(history)
         opts = self.options
         if query is None:
-            query = next((message_text(m, i) for i in range(len(history) - 1, -1, -1)
-                          if raw_role(m := history[i]) in _USERS), None)
+            query = latest_user_text(history)
         original = self._tokens(history)
         if original <= budget:  # everything fits: the whole history is the best window
             self._prefix = None
@@ -255,7 +257,7 @@ class PrefixWindow:
         tokens = np.array([self.features.message_tokens(m, raw_role(m), texts[i],
                                                         self.options.per_message)
                            for i, m in enumerate(seen)], dtype=np.int64)
-        rel = _scores(self.features, texts, tokens, query, self.options)[cands]
+        rel = turn_scores(self.features, texts, tokens, query, self.options)[cands]
         chosen = []
         for k in np.argsort(-rel, kind="stable"):
             if rel[k] <= 0:
@@ -269,7 +271,7 @@ class PrefixWindow:
     def _line(self, history: Sequence[Mapping[str, Any]], i: int) -> str:
         """How a recalled message reads in the block: ``user: ...`` or ``assistant: ...``,
         its least informative words dropped as ``compress_chat`` shortens turns."""
-        speaker = "user" if raw_role(history[i]) in _USERS else "assistant"
+        speaker = "user" if raw_role(history[i]) in USER_ROLES else "assistant"
         text = message_text(history[i], i)
         if self.options.shorten:
             short = self.features.pruned(text, self.options.word_keep)[0]
@@ -294,12 +296,12 @@ class PrefixWindow:
         before the last ``keep_last`` non-system messages, never between a tool call and its
         results."""
         for k in range(len(body) - 1, -1, -1):
-            if raw_role(body[k]) in _USERS:
+            if raw_role(body[k]) in USER_ROLES:
                 return k
         start, seen = len(body), 0
         while start > 0 and seen < self.options.keep_last:
             start -= 1
-            if raw_role(body[start]) not in _SYSTEM:
+            if raw_role(body[start]) not in SYSTEM_ROLES:
                 seen += 1
         while 0 < start < len(body) and raw_role(body[start]) in TOOL_RESULT_ROLES:
             start -= 1

@@ -37,14 +37,13 @@ import numpy as np
 from ctxkit.compression.scoring.idf import IdfScorer
 from ctxkit.compression.text.units import split_units
 from ctxkit.errors import InputError
-from ctxkit.io.messages import message_text, raw_role
+from ctxkit.io.messages import USER_ROLES, message_text, raw_role
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 from ctxkit.options import bad_option
 
 __all__ = ["ExtractiveSummarizer", "OpenAISummarizer", "SmolLM2Summarizer",
            "openai_summarizer", "summary_prompt"]
 
-_USERS = {"user", "human"}
 _FACT = re.compile(r"\d+|(?<=\s)[A-Z][a-z]")  # numbers, and capitalised words inside a sentence
 SUMMARY_INSTRUCTIONS = (
     "You keep a running summary of a conversation. Fold the new turns into the summary. "
@@ -59,7 +58,7 @@ def _check_tokens(value: Any, name: str) -> int:
 
 
 def _speaker(m: Mapping[str, Any]) -> str:
-    return "user" if raw_role(m) in _USERS else raw_role(m)
+    return "user" if raw_role(m) in USER_ROLES else raw_role(m)
 
 
 def _transcript(evicted: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ctxkit.errors import InputError
-from ctxkit.io.messages import message_text, raw_role
+from ctxkit.io.messages import SYSTEM_ROLES, message_text, raw_role
 from ctxkit.options import OptionSet, bad_option
 
 __all__ = [
@@ -66,7 +66,6 @@ __all__ = [
 SUMMARY_HEADER = "Summary of earlier turns of this conversation:"
 MIN_SUMMARY_TOKENS = 8  # a summary cut below this says nothing: it is left out instead
 Summarizer = Callable[[list[dict[str, Any]], "str | None"], str]
-_SYSTEM = {"system", "developer"}
 # drops that lose what a turn said (fillers and re-asked questions lose nothing)
 _LOSSY = {"over_budget", "alternation", "orphaned_tool_result", "summarized"}
 
@@ -199,7 +198,7 @@ def _attach(res: Any, messages: Sequence[Mapping[str, Any]], budget: int, opts: 
             break
         limit -= tokens - room
     pos = 0
-    while pos < len(res.messages) and raw_role(res.messages[pos]) in _SYSTEM:
+    while pos < len(res.messages) and raw_role(res.messages[pos]) in SYSTEM_ROLES:
         pos += 1
     ledger = [replace(c, action="summarized", code="summarized",
                       reason=c.reason + "; folded into the summary")

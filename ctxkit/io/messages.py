@@ -28,12 +28,18 @@ from typing import Any
 from ctxkit.errors import InputError
 
 __all__ = [
+    "ASSISTANT_ROLES",
     "MESSAGE_KEYS",
+    "SYSTEM_ROLES",
+    "TOOL_CALL_ROLES",
+    "TOOL_RESULT_ROLES",
+    "USER_ROLES",
     "Message",
     "answered_ids",
     "check_tool_results",
     "dict_format",
     "is_courtesy",
+    "latest_user_text",
     "message_format",
     "message_text",
     "normalize_messages",
@@ -47,12 +53,16 @@ __all__ = [
 MESSAGE_KEYS = ("messages", "conversations", "conversation", "dialog")
 # ShareGPT and other datasets' role names for the OpenAI ones
 ROLE_ALIASES = {"human": "user", "gpt": "assistant", "bot": "assistant", "model": "assistant"}
+# the roles of each side of a conversation, as raw_role gives them in any dict format
+SYSTEM_ROLES = frozenset({"system", "developer"})
+USER_ROLES = frozenset({"user", "human"})
+ASSISTANT_ROLES = frozenset({"assistant", "gpt", "bot", "model"})
 TOOL_RESULT_ROLES = frozenset({"tool", "function", "observation"})
+TOOL_CALL_ROLES = frozenset({"function_call"})  # ShareGPT's tool call turn
 # roles a turn may have in each dict format; any other is bad input, not a guess
 OPENAI_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 SHAREGPT_ROLES = frozenset({"system", "human", "user", "gpt", "assistant", "bot", "model",
                             "function_call", "observation", "tool", "function"})
-_TOOL_CALL_ROLES = frozenset({"function_call"})  # ShareGPT's tool call turn
 _TOOL_CALL_KEYS = ("tool_calls", "function_call")
 
 
@@ -110,6 +120,21 @@ def raw_role(m: Mapping[str, Any]) -> str:
     """The role as written (``role``, ShareGPT ``from``, or ``sender``); ``""`` if none."""
     role = m.get("role", m.get("from", m.get("sender")))
     return "" if role is None else str(role)
+
+
+def latest_user_text(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The text of the last user turn of ``messages`` (internal OpenAI or ShareGPT dicts), the
+    question a chat window is chosen for when no query is given; None without one.
+
+    Example:
+        >>> latest_user_text([{"role": "user", "content": "hi"},
+        ...                   {"role": "assistant", "content": "hello"}])
+        'hi'
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        if raw_role(messages[i]) in USER_ROLES:
+            return message_text(messages[i], i)
+    return None
 
 
 def _content_key(m: Mapping[str, Any]) -> str | None:
@@ -186,7 +211,7 @@ def check_tool_results(messages: Sequence[Mapping[str, Any]]) -> None:
         if not ids and role in TOOL_RESULT_ROLES and not after_call:
             raise InputError(f"message {i} is a tool result ({role}) with no tool call before it")
         made.update(tool_call_ids(m))
-        after_call = any(m.get(k) for k in _TOOL_CALL_KEYS) or role in _TOOL_CALL_ROLES or (
+        after_call = any(m.get(k) for k in _TOOL_CALL_KEYS) or role in TOOL_CALL_ROLES or (
             after_call and role in TOOL_RESULT_ROLES)
 
 
@@ -241,7 +266,7 @@ def parse_message(m: Mapping[str, Any], index: int = 0) -> Message:
     return Message(
         index=index, role=ROLE_ALIASES.get(role, role), raw_role=role,
         text=message_text(m, index), media=media,
-        calls_tool=any(m.get(k) for k in _TOOL_CALL_KEYS) or role in _TOOL_CALL_ROLES,
+        calls_tool=any(m.get(k) for k in _TOOL_CALL_KEYS) or role in TOOL_CALL_ROLES,
         tool_call_ids=tuple(tool_call_ids(m)),
         tool_call_id=answered[0] if answered else None)
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit.chat.options import ChatOptions
 from ctxkit.compression.options import check_budget
-from ctxkit.errors import InputError, Location, OptionError
+from ctxkit.errors import InputError, Location, OptionError, RecordError
 from ctxkit.io.messages import MESSAGE_KEYS, message_format
 from ctxkit.jobs.common import (
     JobReport,
@@ -195,90 +195,162 @@ def run_chat(
     of the conversations before and after (each conversation one sequence) in ``kv_dtype``,
     and with ``replay`` each turn's.
     """
-    from ctxkit.chat.pipeline import compress_chat
-    from ctxkit.io.outputs import record_format, write_json, write_records
+    from ctxkit.io.outputs import write_json
 
-    budget = as_flags(check_budget, budget)
-    opts = as_flags(ChatOptions, keep_last=keep_last, keep_system=keep_system,
-                    tokenizer=tokenizer, scorer=scorer, alternate=alternate, shorten=shorten)
-    if prefix_cache and not replay:
-        raise OptionError("--prefix-cache", "--prefix-cache applies to --replay (a window kept "
-                                            "across turns); add --replay")
-    if replay and query is not None:
-        raise OptionError("--query", "--replay compresses each turn for its own last user "
-                                     "message; drop --query")
-    summarizer = None
-    if summarize is not None:
-        from ctxkit.chat.summarizers import summarizer_from_spec
-
-        summarizer = as_flags(summarizer_from_spec, summarize, model=summary_model)
-    fmt = record_format(target.output)
-    kv_shape = check_kv(kv_model, kv_dtype)
-    kv = None if kv_shape is None else (kv_shape, kv_dtype)
-    opts = load_models(opts)  # once per run, so model-backed scorers load once
+    run = _ChatRun.plan(budget, ChatOptions(), query=query, replay=replay,
+                        prefix_cache=prefix_cache, summarize=summarize,
+                        summary_model=summary_model, kv_model=kv_model, kv_dtype=kv_dtype,
+                        output=target.output, keep_last=keep_last, keep_system=keep_system,
+                        tokenizer=tokenizer, scorer=scorer, alternate=alternate,
+                        shorten=shorten)
     source = Source(source.path, template="messages", id_field=source.id_field,
                     skip_bad=source.skip_bad)
     source.check()
     target.check((source.path,))
     report = ChatReport(command="chat", input=str(source.path), output=str(target.output),
-                        budget=budget, title="chat")
-    bare = False
+                        budget=run.budget, title="chat")
     with target.staged() as (staged, report_tmp):
-        out_tmp = staged.path(target.output)
-        results: list[Any] = []
-        caches: list[Any] = []
         with progress("compressing chats") as advance:
-            for cid, messages, holder, where in _conversations(source, report.read):
-                try:
-                    if replay:
-                        message_format(messages)  # a list of messages, one format
-                        if not messages:
-                            raise InputError("no messages to replay")
-                        res, cache = _replay(messages, budget, cid, opts, report.turns, kv,
-                                             prefix_cache, summarizer)
-                        caches.append(cache)
-                    else:
-                        res = compress_chat(messages, budget, query=query, options=opts,
-                                            summarize=summarizer)
-                except (ValueError, TypeError) as exc:
-                    raise InputError(str(exc), location=where,
-                                     record_id=None if holder is None else cid) from None
-                report.original_tokens += res.original_tokens
-                report.compressed_tokens += res.compressed_tokens
-                entry = res.to_dict()
-                del entry["messages"]
-                report.conversations.append({"id": cid, **entry})
-                if holder is None:
-                    bare = True
-                    results.append(res.messages)
-                else:
-                    raw, key = holder
-                    results.append({**raw, key: res.messages})
-                advance()
-        require_records(len(results), source, report.read)
-        if caches:
-            from ctxkit.chat.billing import CacheAccountingResult
-
-            report.cache = CacheAccountingResult(
-                tuple(t for c in caches for t in c.turns)).to_dict()
-        if kv_shape is not None:
-            from ctxkit.kvcache.accounting import kv_cache_change
-
-            report.kv = kv_cache_change(
-                kv_shape, [c["original_tokens"] for c in report.conversations],
-                [c["compressed_tokens"] for c in report.conversations], kv_dtype)
-            report.notes.append(kv_note(report.kv.before, tokenizer))
-        if bare and fmt == "json":
-            write_json(out_tmp, results[0])
-        else:
-            rows = [{"messages": r} if bare else r for r in results]
-            write_records(out_tmp, rows, fmt=target.output.suffix)
-        if report.turns:
-            report.tables.append(("per-turn budget (history -> window)",
-                                  _turn_table(report.turns)))
-        reasons = reason_table(c["code"] for c in report.changes)
-        if reasons:
-            report.tables.append(("changed messages by reason", reasons))
+            done = [_compress_one(run, conv, report, source.skip_bad) for conv in
+                    _advancing(_conversations(source, report.read), advance)]
+        kept = [d for d in done if d is not None]
+        require_records(len(kept), source, report.read)
+        _write_windows(staged.path(target.output), run, kept)
+        _fill_report(report, run, kept, tokenizer)
         if report_tmp is not None:
             write_json(report_tmp, report.to_dict())
     return report
+
+
+@dataclass
+class _ChatRun:
+    """One ``ctxkit chat`` run's settings, checked before any input is read."""
+
+    budget: int
+    opts: ChatOptions
+    query: str | None
+    replay: bool
+    prefix_cache: bool
+    summarizer: Any
+    kv: tuple[Any, str] | None  # (KV-cache shape, dtype) with --kv-model
+    fmt: str  # the output's record format
+    suffix: str  # the output's suffix, which write_records reads the format from
+
+    @classmethod
+    def plan(cls, budget: int, defaults: ChatOptions, *, query: str | None, replay: bool,
+             prefix_cache: bool, summarize: str | None, summary_model: str | None,
+             kv_model: str | None, kv_dtype: str, output: Any, **options: Any) -> _ChatRun:
+        from ctxkit.io.outputs import record_format
+
+        budget = as_flags(check_budget, budget)
+        opts = as_flags(defaults.replace, **options)
+        if prefix_cache and not replay:
+            raise OptionError("--prefix-cache", "--prefix-cache applies to --replay (a window "
+                                                "kept across turns); add --replay")
+        if replay and query is not None:
+            raise OptionError("--query", "--replay compresses each turn for its own last user "
+                                         "message; drop --query")
+        summarizer = None
+        if summarize is not None:
+            from ctxkit.chat.summarizers import summarizer_from_spec
+
+            summarizer = as_flags(summarizer_from_spec, summarize, model=summary_model)
+        fmt = record_format(output)
+        kv_shape = check_kv(kv_model, kv_dtype)
+        kv = None if kv_shape is None else (kv_shape, kv_dtype)
+        # models load once per run, so model-backed scorers load once
+        return cls(budget, load_models(opts), query, replay, prefix_cache, summarizer, kv, fmt,
+                   output.suffix)
+
+
+@dataclass
+class _Window:
+    """One conversation's window: its result, the record that held it (None for a bare
+    message list) and, with ``--replay``, the replay's prompt-cache accounting."""
+
+    cid: str
+    result: Any
+    holder: tuple[dict[str, Any], str] | None
+    cache: Any = None
+
+
+def _advancing(items: Iterator[Any], advance: Callable[[], None]) -> Iterator[Any]:
+    for item in items:
+        yield item
+        advance()
+
+
+def _compress_one(run: _ChatRun, conv: tuple[str, list[Any], Any, Any], report: ChatReport,
+                  skip_bad: bool) -> _Window | None:
+    """One conversation's window. A conversation that cannot be compressed (bad messages, a
+    budget too small for what must stay) is an error naming it, or with ``--skip-bad`` a
+    skipped record in the report (and None)."""
+    from ctxkit.chat.pipeline import compress_chat
+
+    cid, messages, holder, where = conv
+    try:
+        if not run.replay:
+            return _Window(cid, compress_chat(messages, run.budget, query=run.query,
+                                              options=run.opts, summarize=run.summarizer),
+                           holder)
+        message_format(messages)  # a list of messages, one format
+        if not messages:
+            raise InputError("no messages to replay")
+        res, cache = _replay(messages, run.budget, cid, run.opts, report.turns, run.kv,
+                             run.prefix_cache, run.summarizer)
+        return _Window(cid, res, holder, cache)
+    except (ValueError, TypeError) as exc:
+        record_id = None if holder is None else cid
+        if not skip_bad:
+            raise InputError(str(exc), location=where, record_id=record_id) from None
+        report.read.read -= 1  # read, but not usable: counted once, as skipped
+        report.read.skipped.append(RecordError(
+            where.source, where.line, str(exc), record_id, element=where.element,
+            row=where.row))
+        return None
+
+
+def _write_windows(path: Any, run: _ChatRun, kept: list[_Window]) -> None:
+    """The output: the bare list back for a bare list in ``.json``, else one record per
+    conversation with every field it had (a bare list becomes ``{"messages": [...]}``)."""
+    from ctxkit.io.outputs import write_json, write_records
+
+    bare = kept[0].holder is None
+    if bare and run.fmt == "json":
+        write_json(path, kept[0].result.messages)
+        return
+    rows = [{"messages": w.result.messages} if w.holder is None
+            else {**w.holder[0], w.holder[1]: w.result.messages} for w in kept]
+    write_records(path, rows, fmt=run.suffix)
+
+
+def _fill_report(report: ChatReport, run: _ChatRun, kept: list[_Window], tokenizer: str
+                 ) -> None:
+    """Totals, ledgers, prompt-cache and KV figures, and the printed tables, from the
+    windows written."""
+    for w in kept:
+        report.original_tokens += w.result.original_tokens
+        report.compressed_tokens += w.result.compressed_tokens
+        entry = w.result.to_dict()
+        del entry["messages"]
+        report.conversations.append({"id": w.cid, **entry})
+    caches = [w.cache for w in kept if w.cache is not None]
+    if caches:
+        from ctxkit.chat.billing import CacheAccountingResult
+
+        report.cache = CacheAccountingResult(
+            tuple(t for c in caches for t in c.turns)).to_dict()
+    if run.kv is not None:
+        from ctxkit.kvcache.accounting import kv_cache_change
+
+        kv_shape, kv_dtype = run.kv
+        report.kv = kv_cache_change(
+            kv_shape, [c["original_tokens"] for c in report.conversations],
+            [c["compressed_tokens"] for c in report.conversations], kv_dtype)
+        report.notes.append(kv_note(report.kv.before, tokenizer))
+    if report.turns:
+        report.tables.append(("per-turn budget (history -> window)",
+                              _turn_table(report.turns)))
+    reasons = reason_table(c["code"] for c in report.changes)
+    if reasons:
+        report.tables.append(("changed messages by reason", reasons))

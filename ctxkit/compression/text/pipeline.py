@@ -40,8 +40,9 @@ Two levels, after LLMLingua (Jiang et al. 2023) and LongLLMLingua (Jiang et al. 
 
 The result never exceeds ``budget`` tokens under ``tokenizer``: the rendered text is counted
 exactly and the lowest-scoring unit goes until it fits. Units holding a ``force_keep`` string are
-kept verbatim; when they alone need more than the budget, that is a ``ValueError``, never a
-silent overshoot. Every dropped unit is in ``CompressResult.units`` with its score and reason.
+kept verbatim; when they alone need more than the budget, that is an
+:class:`~ctxkit.errors.OptionError` naming ``budget``, never a silent overshoot. Every dropped
+unit is in ``CompressResult.units`` with its score and reason.
 
 Example:
     >>> text = ("The meeting is at 10:30 in room B-12. Thanks so much for asking! "
@@ -64,6 +65,7 @@ from ctxkit.compression.atoms import atoms, is_protected
 from ctxkit.compression.budgeted import BudgetedResult
 from ctxkit.compression.density import near_duplicates
 from ctxkit.compression.options import GRANULARITIES, CompressOptions, check_budget
+from ctxkit.compression.scoring.base import Scorer
 from ctxkit.compression.scoring.registry import check_scorer, get_scorer
 from ctxkit.compression.scoring.tfidf import tfidf_similarity
 from ctxkit.compression.text.fallback_units import MAX_UNIT_TOKENS, cap_units
@@ -72,7 +74,7 @@ from ctxkit.compression.text.selection import coarse_to_fine_scores, greedy_mmr,
 from ctxkit.compression.text.units import forced_mask, input_units, render_units, split_units
 from ctxkit.compression.text.word_pruning import FILLER, fit_tokens, prune_atoms
 from ctxkit.io.tokenizers import resolve_tokenizer
-from ctxkit.options import takes_options
+from ctxkit.options import bad_option, takes_options
 
 __all__ = [
     "GRANULARITIES",
@@ -168,9 +170,8 @@ def compress(
     A kept chunk's first sentence is emitted without the chunk's title when it repeats every
     word of it (module docstring). ``options``: a
     :class:`~ctxkit.compression.options.CompressOptions`; every option keyword given applies on
-    top of it. Raises :class:`~ctxkit.errors.OptionError` for a
-    budget under 1 or a bad option, and ``ValueError`` for a budget too small for the
-    ``force_keep`` parts.
+    top of it. Raises :class:`~ctxkit.errors.OptionError` for a budget under 1, a budget too
+    small for the ``force_keep`` parts, or a bad option.
 
     Example:
         >>> chunks = ["Paris is the capital of France.", "Bananas are yellow.",
@@ -187,144 +188,214 @@ def compress(
     validate.optional_text(query, "query")
     if not isinstance(text_or_chunks, str):
         validate.texts(text_or_chunks, "text_or_chunks", "chunk")
-    opts = options
-    tokenizer, granularity, reorder = opts.tokenizer, opts.granularity, opts.reorder
-    scorer = check_scorer(opts.scorer)
-    token_drop, dedup_threshold = opts.token_drop, opts.dedup_threshold
-    redundancy, query_weight = opts.redundancy, opts.query_weight
-    force = list(opts.force_keep)
-    tok = resolve_tokenizer(tokenizer)
-    sc = get_scorer(scorer)
-    pairs, owner = input_units(text_or_chunks, granularity)
-    texts = [b for b, _ in pairs]
-    original = render_units(pairs, range(len(pairs)))
+    budget = int(budget)
+    tok = resolve_tokenizer(options.tokenizer)
+    sc = get_scorer(check_scorer(options.scorer))
+    draft = _Draft.split(text_or_chunks, options, tok)
+    original = render_units(draft.pairs, range(len(draft.pairs)))
     original_tokens = tok.count(original)
-
-    def count_tokens(batch: Sequence[str]) -> list[int]:
-        return [len(t) for t in tok.encode_batch(list(batch))]
-
-    tokens = np.asarray(count_tokens(texts), dtype=np.int64)
-    forced = forced_mask(pairs, force)
-
-    def result(text: str, units: list[Unit]) -> CompressResult:
-        return CompressResult(text, original_tokens, tok.count(text), int(budget), units,
-                              granularity, sc.name)
-
     if original_tokens <= budget:  # nothing to do: keep it verbatim
-        units = [Unit(i, t, int(n), 1.0, True, chunk=owner[i], forced=bool(forced[i]))
-                 for i, (t, n) in enumerate(zip(texts, tokens))]
-        return result(original, units)
-
-    # text without sentence ends (transcripts, code, one-line records) can leave units larger
-    # than the budget: cut those on lines, clauses or a token window so that some fit
-    cap = int(budget) if granularity == "chunk" else min(MAX_UNIT_TOKENS, int(budget))
-    if granularity != "token" and tokens.size and tokens.max() > cap:
-        # pieces of about a quarter of the budget let the selection fill it
-        size = min(cap, max(int(budget) // 4, 16))
-        pairs, owner = cap_units(pairs, owner, cap, count_tokens, force, size)
-        texts = [b for b, _ in pairs]
-        tokens = np.asarray(count_tokens(texts), dtype=np.int64)
-        forced = forced_mask(pairs, force)
-
-    forced_text = render_units(pairs, np.flatnonzero(forced))
-    forced_tokens = tok.count(forced_text) if forced.any() else 0
-    if forced_tokens > budget:
-        raise ValueError(
-            f"budget {budget} is too small for the force_keep parts: the units holding them "
-            f"need {forced_tokens} tokens (use a finer granularity or a larger budget)")
-
-    if granularity == "coarse-to-fine" and query:
-        info, bits = unit_scores(texts, tokens, sc, None)
-        scores = coarse_to_fine_scores(pairs, owner, info, sc, query, budget=int(budget),
-                                       tokens=tokens)
+        draft.picked[:] = True
+        text = original
     else:
-        scores, bits = unit_scores(texts, tokens, sc, query, query_weight)
-    reason: dict[int, str] = {}
-    code: dict[int, str] = {}  # the reason's code, for counting without parsing prose
-    dup = near_duplicates(texts, dedup_threshold) if len(texts) > 1 else [-1] * len(texts)
-    alive = np.ones(len(texts), dtype=bool)
-    for i, d in enumerate(dup):
-        if d >= 0 and not forced[i]:
-            alive[i] = False
-            reason[i], code[i] = f"duplicate of unit {d}", "duplicate"
+        draft.cap(budget)
+        _check_forced(draft, budget)
+        _score(draft, sc, query, budget)
+        _drop_duplicates(draft)
+        protect = {a.lower() for _, _, a in atoms(query or "") if not is_protected(a)} - FILLER
+        if options.granularity == "token":
+            draft.picked = draft.alive.copy()
+            _prune_words(draft, budget, protect)
+        else:
+            _select(draft, sc, budget, protect)
+        text = _fit(draft, budget)
+    return CompressResult(text, original_tokens, tok.count(text), budget, draft.ledger(),
+                          options.granularity, sc.name)
 
-    protect = {a.lower() for _, _, a in atoms(query or "") if not is_protected(a)}
-    protect -= FILLER
-    compressed: dict[int, tuple[str, list[str]]] = {}
-    untitled: dict[int, tuple[str, list[str]]] = {}
-    if granularity == "token":
-        picked = alive.copy()
-    else:
-        # first sentences that repeat their chunk's title are selected and emitted without it
-        # (module docstring); with token_drop the word pruning decides
-        untitled = {} if token_drop else untitled_firsts(texts, owner, forced)
-        cost = tokens.copy()
-        if untitled:
-            cost[list(untitled)] = count_tokens([short for short, _ in untitled.values()])
-        # the coarse pass reserves room for what fine pruning will remove again
-        room = int(budget / (1.0 - token_drop)) if token_drop else int(budget)
-        room -= int(tokens[forced].sum())
-        sim = None
-        if redundancy > 0 and len(texts) <= 5000:
-            if granularity == "coarse-to-fine":
-                # sentences of one chunk are its context, not redundancy; across chunks a cheap
-                # lexical similarity is enough to see repeated content
-                sim = tfidf_similarity(texts)
-                sim[np.equal.outer(owner, owner)] = 0.0
-                # a chunk and the chunk it names share that name: a link, not a repeat
-                links = chunk_links(pairs, owner)
-                sim[links[np.ix_(owner, owner)]] = 0.0
-            else:
-                sim = sc.similarity(texts)
-        picked, blamed = greedy_mmr(scores, cost, alive & ~forced, forced, room, sim,
-                                     redundancy)
-        compressed.update((i, untitled[i]) for i in untitled if picked[i])
-        for i, (j, s) in blamed.items():
-            reason[i], code[i] = f"redundant with unit {j} (similarity {s:.2f})", "redundant"
-        if token_drop:
-            for i in np.flatnonzero(picked & ~forced):
-                compressed[i] = prune_atoms(texts[i], bits[i], token_drop, protect, force)
 
-    def render(mask: np.ndarray, short: dict[int, tuple[str, list[str]]]) -> str:
-        view = [(short[i][0], s) if i in short else (b, s) for i, (b, s) in enumerate(pairs)]
+@dataclass
+class _Draft:
+    """What the phases of :func:`compress` share: the units (``pairs``: body and the separator
+    after it; ``owner``: the chunk of each), their token counts, scores and self-information,
+    which are still candidates (``alive``), which are picked, their emitted short forms and
+    the ledger's reasons so far."""
+
+    pairs: list[tuple[str, str]]
+    owner: list[int]
+    options: CompressOptions
+    tok: Any
+    tokens: np.ndarray = field(init=False)
+    forced: np.ndarray = field(init=False)
+    scores: np.ndarray = field(init=False)
+    bits: list[Any] = field(init=False)
+    alive: np.ndarray = field(init=False)
+    picked: np.ndarray = field(init=False)
+    reason: dict[int, str] = field(default_factory=dict)
+    code: dict[int, str] = field(default_factory=dict)  # the reason as data (REASON_CODES)
+    compressed: dict[int, tuple[str, list[str]]] = field(default_factory=dict)
+    untitled: dict[int, tuple[str, list[str]]] = field(default_factory=dict)
+
+    @classmethod
+    def split(cls, text_or_chunks: str | Sequence[str], options: CompressOptions, tok: Any
+              ) -> _Draft:
+        pairs, owner = input_units(text_or_chunks, options.granularity)
+        draft = cls(pairs, owner, options, tok)
+        draft._measure()
+        return draft
+
+    @property
+    def texts(self) -> list[str]:
+        return [b for b, _ in self.pairs]
+
+    def count(self, batch: Sequence[str]) -> list[int]:
+        return [len(t) for t in self.tok.encode_batch(list(batch))]
+
+    def _measure(self) -> None:
+        n = len(self.pairs)
+        self.tokens = np.asarray(self.count(self.texts), dtype=np.int64)
+        self.forced = forced_mask(self.pairs, list(self.options.force_keep))
+        self.scores = np.ones(n)
+        self.alive = np.ones(n, dtype=bool)
+        self.picked = np.zeros(n, dtype=bool)
+
+    def cap(self, budget: int) -> None:
+        """Cut units larger than the cap on lines, clauses or a token window, so that text
+        without sentence ends (transcripts, code, one-line records) still has units that fit."""
+        granularity = self.options.granularity
+        cap = budget if granularity == "chunk" else min(MAX_UNIT_TOKENS, budget)
+        if granularity == "token" or not self.tokens.size or self.tokens.max() <= cap:
+            return
+        size = min(cap, max(budget // 4, 16))  # a quarter of the budget lets selection fill it
+        self.pairs, self.owner = cap_units(self.pairs, self.owner, cap, self.count,
+                                           list(self.options.force_keep), size)
+        self._measure()
+
+    def drop(self, i: int, reason: str, code: str) -> None:
+        self.reason[i], self.code[i] = reason, code
+
+    def render(self, mask: np.ndarray, short: dict[int, tuple[str, list[str]]]) -> str:
+        """The picked units (``mask``) joined, each in its short form where it has one."""
+        view = [(short[i][0], s) if i in short else (b, s) for i, (b, s) in enumerate(self.pairs)]
         order = [i for i in np.flatnonzero(mask) if view[i][0]]
-        if reorder == "sort":
-            order.sort(key=lambda i: -scores[i])
+        if self.options.reorder == "sort":
+            order.sort(key=lambda i: -self.scores[i])
         return render_units(view, order)
 
-    if granularity == "token":
-        compressed = fit_tokens(pairs, bits, picked & ~forced, budget, tok, protect, force,
-                                 lambda short: render(picked, short))
-        for i, (short, _) in compressed.items():
-            if not short:
-                picked[i] = False
-                reason[i], code[i] = "every word pruned", "every_word_pruned"
-    text = render(picked, compressed)
-    # joining can merge or split BPE tokens at unit borders: count the real thing, then drop
-    # the weakest unit until it fits (the forced units alone were shown to fit above)
-    while tok.count(text) > budget:
-        victims = np.flatnonzero(picked & ~forced)
-        if victims.size == 0:  # only with reorder="sort", whose joins differ
-            raise ValueError(f"budget {budget} is too small for the force_keep parts")
-        worst = int(victims[np.argmin(scores[victims])])
-        picked[worst] = False
-        reason[worst], code[worst] = "over budget", "over_budget"
-        text = render(picked, compressed)
+    def ledger(self) -> list[Unit]:
+        units = []
+        for i, (t, n) in enumerate(zip(self.texts, self.tokens)):
+            kept = bool(self.picked[i])
+            why = None if kept else self.reason.get(i, "over budget")
+            why_code = None if kept else self.code.get(i, "over_budget")
+            short, dropped_words = self.compressed.get(i, (None, []))
+            if kept and i in self.untitled:
+                why, why_code = "title dropped: its sentence repeats it", "title_repeated"
+            elif kept and dropped_words:
+                why = f"pruned {len(dropped_words)} low-information words"
+                why_code = "pruned"
+            units.append(Unit(i, t, int(n), float(self.scores[i]), kept, why, self.owner[i],
+                              bool(self.forced[i]), short if kept and dropped_words else None,
+                              dropped_words, why_code))
+        return units
 
-    units = []
-    for i, (t, n) in enumerate(zip(texts, tokens)):
-        kept = bool(picked[i])
-        why = None if kept else reason.get(i, "over budget")
-        why_code = None if kept else code.get(i, "over_budget")
-        short, dropped_words = compressed.get(i, (None, []))
-        if kept and i in untitled:
-            why, why_code = "title dropped: its sentence repeats it", "title_repeated"
-        elif kept and dropped_words:
-            why = f"pruned {len(dropped_words)} low-information words"
-            why_code = "pruned"
-        units.append(Unit(i, t, int(n), float(scores[i]), kept, why, owner[i], bool(forced[i]),
-                          short if kept and dropped_words else None, dropped_words, why_code))
-    return result(text, units)
+
+def _check_forced(draft: _Draft, budget: int) -> None:
+    forced_text = render_units(draft.pairs, np.flatnonzero(draft.forced))
+    forced_tokens = draft.tok.count(forced_text) if draft.forced.any() else 0
+    if forced_tokens > budget:
+        raise bad_option("budget", f" {budget} is too small for the force_keep parts: the units "
+                         f"holding them need {forced_tokens} tokens (use a finer granularity "
+                         "or a larger budget)")
+
+
+def _score(draft: _Draft, sc: Scorer, query: str | None, budget: int) -> None:
+    """Each unit's score (the module docstring's formulas) and its words' self-information."""
+    texts, tokens = draft.texts, draft.tokens
+    if draft.options.granularity == "coarse-to-fine" and query:
+        info, draft.bits = unit_scores(texts, tokens, sc, None)
+        draft.scores = coarse_to_fine_scores(draft.pairs, draft.owner, info, sc, query,
+                                             budget=budget, tokens=tokens)
+    else:
+        draft.scores, draft.bits = unit_scores(texts, tokens, sc, query,
+                                               draft.options.query_weight)
+
+
+def _drop_duplicates(draft: _Draft) -> None:
+    texts = draft.texts
+    dup = near_duplicates(texts, draft.options.dedup_threshold) if len(texts) > 1 else []
+    for i, d in enumerate(dup):
+        if d >= 0 and not draft.forced[i]:
+            draft.alive[i] = False
+            draft.drop(i, f"duplicate of unit {d}", "duplicate")
+
+
+def _similarity(draft: _Draft, sc: Scorer) -> np.ndarray | None:
+    """Pairwise similarity for the redundancy penalty, or None when it is off."""
+    texts, owner = draft.texts, draft.owner
+    if draft.options.redundancy <= 0 or len(texts) > 5000:
+        return None
+    if draft.options.granularity != "coarse-to-fine":
+        return sc.similarity(texts)
+    # sentences of one chunk are its context, not redundancy; across chunks a cheap lexical
+    # similarity is enough to see repeated content
+    sim = tfidf_similarity(texts)
+    sim[np.equal.outer(owner, owner)] = 0.0
+    # a chunk and the chunk it names share that name: a link, not a repeat
+    links = chunk_links(draft.pairs, owner)
+    sim[links[np.ix_(owner, owner)]] = 0.0
+    return sim
+
+
+def _select(draft: _Draft, sc: Scorer, budget: int, protect: set[str]) -> None:
+    """Greedy MMR selection of whole units under the budget, then ``token_drop`` pruning."""
+    opts, forced, texts = draft.options, draft.forced, draft.texts
+    # first sentences that repeat their chunk's title are selected and emitted without it
+    # (module docstring); with token_drop the word pruning decides
+    if not opts.token_drop:
+        draft.untitled = untitled_firsts(texts, draft.owner, forced)
+    cost = draft.tokens.copy()
+    if draft.untitled:
+        cost[list(draft.untitled)] = draft.count([s for s, _ in draft.untitled.values()])
+    # the coarse pass reserves room for what fine pruning will remove again
+    room = int(budget / (1.0 - opts.token_drop)) if opts.token_drop else budget
+    room -= int(draft.tokens[forced].sum())
+    draft.picked, blamed = greedy_mmr(draft.scores, cost, draft.alive & ~forced, forced, room,
+                                      _similarity(draft, sc), opts.redundancy)
+    draft.compressed.update((i, draft.untitled[i]) for i in draft.untitled if draft.picked[i])
+    for i, (j, s) in blamed.items():
+        draft.drop(i, f"redundant with unit {j} (similarity {s:.2f})", "redundant")
+    if opts.token_drop:
+        force = list(opts.force_keep)
+        for i in np.flatnonzero(draft.picked & ~forced):
+            draft.compressed[i] = prune_atoms(texts[i], draft.bits[i], opts.token_drop,
+                                              protect, force)
+
+
+def _prune_words(draft: _Draft, budget: int, protect: set[str]) -> None:
+    """``granularity="token"``: every unit stays; its lowest-information words go to fit."""
+    picked = draft.picked
+    draft.compressed = fit_tokens(draft.pairs, draft.bits, picked & ~draft.forced, budget,
+                                  draft.tok, protect, list(draft.options.force_keep),
+                                  lambda short: draft.render(picked, short))
+    for i, (short, _) in draft.compressed.items():
+        if not short:
+            picked[i] = False
+            draft.drop(i, "every word pruned", "every_word_pruned")
+
+
+def _fit(draft: _Draft, budget: int) -> str:
+    """The rendered text, the weakest unit dropped until it fits: joining can merge or split
+    BPE tokens at unit borders, so the real text is counted (the forced units alone fit)."""
+    text = draft.render(draft.picked, draft.compressed)
+    while draft.tok.count(text) > budget:
+        victims = np.flatnonzero(draft.picked & ~draft.forced)
+        if victims.size == 0:  # only with reorder="sort", whose joins differ
+            raise bad_option("budget", f" {budget} is too small for the force_keep parts")
+        worst = int(victims[np.argmin(draft.scores[victims])])
+        draft.picked[worst] = False
+        draft.drop(worst, "over budget", "over_budget")
+        text = draft.render(draft.picked, draft.compressed)
+    return text
 
 
 def untitled_firsts(texts: Sequence[str], owner: Sequence[int], forced: np.ndarray

@@ -21,7 +21,7 @@ from ctxkit.compression.scoring.lexical import lexical_relevance
 from ctxkit.compression.text.multihop import bridge_relevance, chunk_names, chunk_texts
 
 __all__ = ["SENTENCE_WEIGHT", "TIGHT_SENTENCE_WEIGHT", "coarse_to_fine_scores", "greedy_mmr",
-           "unit_scores"]
+           "unit_scores", "utility"]
 
 # coarse-to-fine: how much a sentence's own relevance adds to its chunk's (both in [0, 1])
 SENTENCE_WEIGHT = 0.25
@@ -31,17 +31,34 @@ SENTENCE_WEIGHT = 0.25
 TIGHT_SENTENCE_WEIGHT = 2.0
 
 
+def _to_max_one(x: np.ndarray) -> np.ndarray:
+    return x / x.max() if x.size and x.max() > 0 else x
+
+
+def utility(bits: np.ndarray, tokens: np.ndarray, relevance: np.ndarray | None,
+            query_weight: float) -> np.ndarray:
+    """Utility per token of each unit, the one formula of text and chat compression (the
+    text pipeline's module docstring): information per token, scaled to a maximum of 1, mixed
+    with relevance to the query (also scaled) when there is one.
+
+    Example:
+        >>> utility(np.array([8.0, 4.0]), np.array([2, 2]), np.array([0.0, 1.0]), 0.5).tolist()
+        [0.5, 0.75]
+    """
+    info = _to_max_one(np.asarray(bits, dtype=np.float64) / np.maximum(tokens, 1))
+    if relevance is None:
+        return info
+    rel = _to_max_one(np.asarray(relevance, dtype=np.float64))
+    return (1.0 - query_weight) * info + query_weight * rel
+
+
 def unit_scores(texts: Sequence[str], tokens: np.ndarray, scorer: Scorer, query: str | None,
                 query_weight: float = 0.95) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Utility per token of each unit (module docstring formula) and its per-atom bits."""
+    """Utility per token of each unit (:func:`utility`) and its per-atom bits."""
     bits = scorer.information(texts)
-    info = np.array([b.sum() for b in bits]) / np.maximum(tokens, 1)
-    info = info / info.max() if info.size and info.max() > 0 else info
-    if not query:
-        return info, bits
-    rel = np.asarray(scorer.relevance(texts, query), dtype=np.float64)
-    rel = rel / rel.max() if rel.size and rel.max() > 0 else rel
-    return (1.0 - query_weight) * info + query_weight * rel, bits
+    totals = np.array([b.sum() for b in bits])
+    rel = scorer.relevance(texts, query) if query else None
+    return utility(totals, tokens, rel, query_weight), bits
 
 
 def coarse_to_fine_scores(pairs: Sequence[tuple[str, str]], owner: Sequence[int],

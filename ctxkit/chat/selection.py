@@ -1,0 +1,322 @@
+"""The selection behind :func:`ctxkit.compress_chat` on the internal message form: protect the
+system prompt and the last turns, drop filler and repeats, rank the rest, keep the best whole,
+shorten the next, then mend the structure (the steps of :mod:`ctxkit.chat.pipeline`'s module
+docstring, one function each, over a :class:`_Window` they share)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ctxkit.chat.features import ChatFeatures
+from ctxkit.chat.options import ChatOptions
+from ctxkit.chat.result import CompressChatResult, MessageChange
+from ctxkit.compression.options import check_budget
+from ctxkit.compression.scoring.lexical import spread_to_neighbors
+from ctxkit.compression.text.pipeline import compress
+from ctxkit.compression.text.selection import utility
+from ctxkit.io.messages import (
+    SYSTEM_ROLES,
+    TOOL_CALL_ROLES,
+    TOOL_RESULT_ROLES,
+    USER_ROLES,
+    answered_ids,
+    check_tool_results,
+    is_courtesy,
+    latest_user_text,
+)
+from ctxkit.io.messages import message_format as _format
+from ctxkit.io.messages import message_text as _text
+from ctxkit.io.messages import raw_role as _role
+from ctxkit.io.messages import tool_call_ids as _tool_ids
+from ctxkit.options import bad_option
+
+__all__ = ["select", "turn_scores"]
+
+
+def _groups(messages: Sequence[Mapping[str, Any]]) -> list[list[int]]:
+    """Message indices grouped so a tool call and every result answering it stay together:
+    a result joins the group of the call its id names (parallel results too, even after
+    other turns); one without an id joins the call right before it."""
+    groups: list[list[int]] = []
+    owner: dict[str, int] = {}  # call id -> its group
+    for i, m in enumerate(messages):
+        ids = answered_ids(m)
+        if _role(m) in TOOL_RESULT_ROLES and groups:
+            g = owner.get(ids[0]) if ids else (
+                len(groups) - 1 if _is_call(messages[groups[-1][0]]) else None)
+            if g is not None:
+                groups[g].append(i)
+                continue
+        groups.append([i])
+        owner.update(dict.fromkeys(_tool_ids(m), len(groups) - 1))
+    return groups
+
+
+def _is_call(m: Mapping[str, Any]) -> bool:
+    return bool(m.get("tool_calls") or m.get("function_call")) or _role(m) in TOOL_CALL_ROLES
+
+
+def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions,
+           features: ChatFeatures, query: str | None = None) -> CompressChatResult:
+    """``compress_chat`` with its options and a feature store given (``ChatMemory`` keeps one
+    store for a whole conversation; the result is the same as with a fresh one).
+
+    Args:
+        messages: the history in the internal form (OpenAI or ShareGPT dicts).
+        budget: tokens the window may bill (>= 1).
+        opts: the chat options.
+        features: the per-message feature store.
+        query: what the window is chosen for (default: the latest user turn).
+
+    Returns:
+        The window and its ledger (the module docstring gives the steps, in order).
+    """
+    check_budget(budget)
+    fmt = _format(messages)
+    check_tool_results(messages)
+    win = _Window.measure(messages, int(budget), opts, features, fmt)
+    if win.original <= budget:
+        return win.result()
+    room = _protect(win)
+    _drop_filler_and_repeats(win)
+    if query is None:
+        query = latest_user_text(messages)
+    cands = [g for g, members in enumerate(win.groups)
+             if win.keep[members].all() and not win.protected[members].any()]
+    scores = turn_scores(features, [" ".join(win.texts[i] for i in win.groups[g]) for g in cands],
+                     np.array([win.cost[win.groups[g]].sum() for g in cands], dtype=np.int64),
+                     query, opts, room)
+    order = np.argsort(-scores, kind="stable")
+    whole, room = _keep_whole(win, cands, order, room)
+    pruned: list[tuple[int, int]] = []  # (message, tokens its whole text would add)
+    for rank in order:
+        if not whole[rank]:
+            room = _fit_turn(win, win.groups[cands[rank]], float(scores[rank]), room, query,
+                             pruned)
+    # room left over: shortened turns get their whole text back, most relevant first
+    for i, extra in pruned:
+        if extra <= room and i in win.new_text:
+            room -= extra
+            win.unshorten(i)
+    _fix_structure(win, cands, scores)
+    return win.result()
+
+
+@dataclass
+class _Window:
+    """What the steps of :func:`select` share: the history's texts, roles and billed tokens,
+    tool call groups, what is protected and kept, shortened texts, and the ledger so far."""
+
+    messages: Sequence[Mapping[str, Any]]
+    budget: int
+    opts: ChatOptions
+    features: ChatFeatures
+    fmt: str
+    texts: list[str]
+    roles: list[str]
+    cost: np.ndarray
+    priming: int
+    keep: np.ndarray
+    groups: list[list[int]] = field(default_factory=list)
+    group_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    protected: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    new_text: dict[int, str] = field(default_factory=dict)
+    ledger: list[MessageChange] = field(default_factory=list)
+
+    @classmethod
+    def measure(cls, messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions,
+                features: ChatFeatures, fmt: str) -> _Window:
+        n = len(messages)
+        texts = [_text(m, i) for i, m in enumerate(messages)]
+        roles = [_role(m) for m in messages]
+        cost = np.array([features.message_tokens(m, roles[i], texts[i], opts.per_message,
+                                                 opts.image_tokens)
+                         for i, m in enumerate(messages)], dtype=np.int64)
+        return cls(messages, budget, opts, features, fmt, texts, roles, cost,
+                   opts.reply_priming if n else 0, np.ones(n, dtype=bool))
+
+    @property
+    def original(self) -> int:
+        return int(self.cost.sum()) + self.priming
+
+    def single(self, i: int) -> bool:
+        """Whether message ``i`` is a group of its own (not a tool call or its result)."""
+        return len(self.groups[self.group_of[i]]) == 1
+
+    def drop(self, members: Sequence[int], reason: str, score: float | None = None,
+             code: str = "over_budget") -> None:
+        for i in members:
+            self.keep[i] = False
+            if i in self.new_text:  # shortened first, dropped later
+                self.unshorten(i)
+            self.ledger.append(MessageChange(int(i), self.roles[i], "dropped", reason,
+                                             int(self.cost[i]), 0, score, code))
+
+    def shorten(self, i: int, text: str, tokens: int, framing: int, score: float,
+                reason: str) -> None:
+        self.new_text[i] = text
+        self.ledger.append(MessageChange(i, self.roles[i], "shortened", reason,
+                                         int(self.cost[i]), framing + tokens, score,
+                                         "shortened"))
+
+    def unshorten(self, i: int) -> None:
+        del self.new_text[i]
+        self.ledger[:] = [c for c in self.ledger if c.index != i]
+
+    def result(self) -> CompressChatResult:
+        out, kept, total = [], [], self.priming if self.keep.any() else 0
+        for i in np.flatnonzero(self.keep):
+            msg = dict(self.messages[i])
+            if i in self.new_text:
+                msg["content" if self.fmt == "openai" else "value"] = self.new_text[i]
+                total += int(self.cost[i]) - self.features.count(self.texts[i]) + \
+                    self.features.count(self.new_text[i])
+            else:
+                total += int(self.cost[i])
+            out.append(msg)
+            kept.append(int(i))
+        self.ledger.sort(key=lambda c: c.index)
+        return CompressChatResult(out, self.original, total, self.budget, kept, self.ledger,
+                                  self.fmt)
+
+
+def _protect(win: _Window) -> int:
+    """Protect the system prompt and the last ``keep_last`` messages (with their tool call
+    groups); the room left for the rest, or an ``OptionError`` when they alone overflow."""
+    opts, roles, n = win.opts, win.roles, len(win.messages)
+    win.groups = _groups(win.messages)
+    win.group_of = np.empty(n, dtype=np.int64)
+    for g, members in enumerate(win.groups):
+        win.group_of[members] = g
+    win.protected = np.zeros(n, dtype=bool)
+    if opts.keep_system:
+        win.protected |= np.array([r in SYSTEM_ROLES for r in roles], dtype=bool)
+    turns = [i for i in range(n) if roles[i] not in SYSTEM_ROLES or not opts.keep_system]
+    for i in turns[-opts.keep_last:] if opts.keep_last else []:
+        win.protected[win.groups[win.group_of[i]]] = True
+    any_protected = bool(win.protected.any())
+    floor = int(win.cost[win.protected].sum()) + (win.priming if any_protected else 0)
+    if floor > win.budget:
+        raise bad_option("budget", f" {win.budget} is too small for the kept messages: the "
+                         f"system prompt and the last {opts.keep_last} message(s) need {floor} "
+                         "tokens (raise the budget or lower keep_last)")
+    return win.budget - floor - (0 if any_protected else win.priming)  # priming once
+
+
+def _drop_filler_and_repeats(win: _Window) -> None:
+    """Filler turns ("thanks!", "ok") go, and a re-asked question's earlier copies."""
+    texts, protected = win.texts, win.protected
+    for i in range(len(texts)):
+        if not protected[i] and win.single(i) and not _is_call(win.messages[i]) and (
+                not texts[i].strip() or is_courtesy(texts[i])):
+            win.drop([i], "filler", code="filler")
+    repeats = win.features.near_duplicates(texts, win.roles, win.opts.dedup_threshold)
+    for i, j in enumerate(repeats):
+        if j >= 0 and win.keep[i] and not protected[i] and win.single(i) and texts[i].strip():
+            win.drop([i], f"duplicate of message {j}", code="duplicate")
+
+
+def _keep_whole(win: _Window, cands: list[int], order: np.ndarray, room: int
+                ) -> tuple[np.ndarray, int]:
+    """Coarse: the most relevant turns whole, in ``whole_share`` of the room."""
+    whole_room = int(room * win.opts.whole_share) if win.opts.shorten else room
+    whole = np.zeros(len(cands), dtype=bool)
+    for rank in order:
+        need = int(win.cost[win.groups[cands[rank]]].sum())
+        if need <= whole_room:
+            whole[rank] = True
+            whole_room -= need
+            room -= need
+    return whole, room
+
+
+def _fit_turn(win: _Window, members: list[int], score: float, room: int, query: str | None,
+              pruned: list[tuple[int, int]]) -> int:
+    """Fine: keep one candidate group whole, pruned to ``word_keep`` of its tokens, or cut to
+    the last of the room, whichever fits first; else drop it. Returns the room left."""
+    opts, features = win.opts, win.features
+    need = int(win.cost[members].sum())
+    if not opts.shorten and need <= room:
+        return room - need
+    i = members[0]
+    text = win.texts[i]
+    framing = int(win.cost[i]) - features.count(text)
+    # room for the framing alone fits no shortened turn: skip the pruning work
+    if opts.shorten and len(members) == 1 and room > framing and isinstance(
+            win.messages[i].get("content", win.messages[i].get("value")), str):
+        short, short_tokens = features.pruned(text, opts.word_keep)
+        if short == text and need <= room:
+            return room - need
+        if short.strip() and framing + short_tokens <= room:
+            win.shorten(i, short, short_tokens, framing, score, "low-information words dropped")
+            pruned.append((i, int(win.cost[i]) - framing - short_tokens))
+            return room - framing - short_tokens
+        if room - framing >= opts.min_shortened:
+            cut = compress(text, room - framing, query=query, tokenizer=features.tok,
+                           scorer=features.scorer)
+            if cut.text.strip():
+                win.shorten(i, cut.text, cut.compressed_tokens, framing, score,
+                            f"shortened to fit ({len(cut.dropped)} of {len(cut.units)} "
+                            "sentences dropped)")
+                return room - framing - cut.compressed_tokens
+    win.drop(members, "over budget" + (" (tool call and results)" if len(members) > 1 else ""),
+             score)
+    return room
+
+
+def turn_scores(features: ChatFeatures, units: list[str], tokens: np.ndarray,
+                query: str | None, opts: ChatOptions, room: int | None = None) -> np.ndarray:
+    """Utility of each candidate turn: relevance to ``query`` mixed with information per token
+    (:func:`~ctxkit.compression.text.selection.utility`, as ``compress`` scores units), then
+    spread to neighbouring turns. ``room``: the tokens the selection can keep, which lets a
+    model-backed scorer embed only the turns that stand a chance
+    (:mod:`ctxkit.compression.scoring.shortlist`)."""
+    if not units:
+        return np.zeros(0)
+    info = features.information(units)
+    if not query:
+        return utility(info, tokens, None, opts.query_weight)
+    rel = features.relevance(units, query, tokens=tokens, room=room, neighbors=opts.neighbors)
+    scores = utility(info, tokens, rel, opts.query_weight)
+    # a fact's question or reply sits beside it: turns borrow from their better neighbour
+    return spread_to_neighbors(scores, opts.neighbors)
+
+
+def _fix_structure(win: _Window, cands: list[int], scores: np.ndarray) -> None:
+    """Drop kept tool results whose call is gone and, with ``alternate``, the weaker of two
+    same-side turns that removals made adjacent."""
+    roles, groups, group_of = win.roles, win.groups, win.group_of
+    keep, protected, drop = win.keep, win.protected, win.drop
+    for i in np.flatnonzero(keep):
+        head = groups[group_of[i]][0]
+        if roles[i] in TOOL_RESULT_ROLES and not protected[i] and (
+                head == i or not keep[head]):
+            drop([int(i)], "orphaned tool result", code="orphaned_tool_result")
+    if not win.opts.alternate:
+        return
+    score_of = {g: float(s) for g, s in zip(cands, scores)}
+
+    def side(i: int) -> str:
+        return "user" if roles[i] in USER_ROLES else "assistant"
+
+    while True:
+        seq = [int(i) for i in np.flatnonzero(keep) if roles[i] not in SYSTEM_ROLES]
+        bad = None
+        if seq and side(seq[0]) != "user" and not protected[seq[0]]:
+            bad = [seq[0]]
+        for a, b in zip(seq, seq[1:]):
+            if bad:
+                break
+            # adjacent in the input (assistant -> tool -> assistant) is the input's own shape
+            if b != a + 1 and side(a) == side(b) and group_of[a] != group_of[b]:
+                weak = [g for g in (int(group_of[a]), int(group_of[b]))
+                        if not protected[groups[g]].any()]
+                if weak:
+                    bad = groups[min(weak, key=lambda g: (score_of.get(g, 0.0), -g))]
+        if not bad:
+            return
+        drop([i for i in bad if keep[i]], "alternation", code="alternation")
