@@ -49,8 +49,8 @@ from ctxkit.chat.options import ChatOptions  # noqa: E402
 from ctxkit.chat.pipeline import compress_chat, count_chat_tokens  # noqa: E402
 from ctxkit.chat.selection import select  # noqa: E402
 from ctxkit.compression.scoring import shortlist as cascade  # noqa: E402
-from ctxkit.compression.scoring.cache import SHARED_CACHE  # noqa: E402
 from ctxkit.compression.scoring.embedding import EmbeddingScorer  # noqa: E402
+from ctxkit.compression.scoring.registry import get_scorer  # noqa: E402
 from ctxkit.embedding.model import resolve_dtype  # noqa: E402
 from ctxkit.io.tokenizers import get_tokenizer  # noqa: E402
 from evals import public_bench as pb  # noqa: E402
@@ -76,8 +76,7 @@ def histories(convs: list[pb.LocomoConversation], tok) -> dict[str, list[dict[st
 
 def cold_call(messages: list[dict[str, str]], budget: int, make_scorer) -> tuple[float, float]:
     """Wall and CPU seconds of one ``compress_chat`` with empty embedding caches."""
-    SHARED_CACHE.clear()
-    cascade.WORD_PIECE_CACHE.clear()
+    get_scorer("embedding").clear_cache()  # a fresh EmbeddingScorer's caches start empty
     scorer = make_scorer()
     wall, cpu = time.perf_counter(), time.process_time()
     out = compress_chat(messages, budget, scorer=scorer)
@@ -119,7 +118,7 @@ def retention(convs: list[pb.LocomoConversation], tok) -> dict[str, Any]:
     over = dict.fromkeys(METHODS, 0)
     for conv in convs:
         print(f"retention: {conv.name}", file=sys.stderr, flush=True)
-        SHARED_CACHE.clear()
+        get_scorer("embedding").clear_cache()
         feats = {m: ChatFeatures(tok, make()) for m, make in METHODS.items()}
         for q in conv.questions:
             msgs = pb.locomo_messages(conv, q)
@@ -236,9 +235,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         load = time.perf_counter()
         for make in METHODS.values():  # every encoder the methods use
             scorer = make()
-            (EmbeddingScorer() if scorer == "embedding" else scorer).relevance(["warm up"],
-                                                                               "warm")
-        cascade.word_piece_vectors(["warm up"])
+            (get_scorer(scorer) if isinstance(scorer, str) else scorer).relevance(["warm up"],
+                                                                                  "warm")
+        cascade.WordPieces()(["warm up"])
         report["model_load_s"] = time.perf_counter() - load
         convs = pb.load_locomo(bench, 2 if args.quick else 24, 0)
         if args.quick:

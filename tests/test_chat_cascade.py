@@ -9,8 +9,8 @@ import ctxkit.compression.scoring.embedding as es
 import ctxkit.compression.scoring.shortlist as cascade
 from ctxkit.chat.memory import ChatMemory
 from ctxkit.chat.pipeline import compress_chat
-from ctxkit.compression.scoring.cache import SHARED_CACHE
 from ctxkit.compression.scoring.embedding import EmbeddingScorer
+from ctxkit.compression.scoring.registry import get_scorer
 
 NOUNS = ["kayak", "violin", "garden", "passport", "bakery", "tortoise", "lantern", "marathon",
          "pottery", "telescope", "orchard", "saxophone", "canoe", "quilt", "museum", "puppy"]
@@ -37,18 +37,16 @@ def encoder(monkeypatch):
         seen.extend(texts)
         return np.stack([_vec(t) for t in texts])
 
-    def pieces(texts):
+    def pieces(self, texts):
         PIECES.extend(texts)
         return np.stack([_vec(t.lower()) for t in texts])
 
     monkeypatch.setattr(es, "embed", fake)
-    monkeypatch.setattr(cascade, "word_piece_vectors", pieces)
+    monkeypatch.setattr(cascade.WordPieces, "_vectors", pieces)
     PIECES.clear()
-    SHARED_CACHE.clear()
-    cascade.WORD_PIECE_CACHE.clear()
+    get_scorer("embedding").clear_cache()  # the scorer every call naming "embedding" shares
     yield seen
-    SHARED_CACHE.clear()
-    cascade.WORD_PIECE_CACHE.clear()
+    get_scorer("embedding").clear_cache()
 
 
 def test_encoder_embeds_only_the_candidates(encoder):
@@ -59,7 +57,7 @@ def test_encoder_embeds_only_the_candidates(encoder):
     assert cascade.CANDIDATE_FLOOR <= len(embedded) < len(HISTORY) // 2
     assert out.compressed_tokens <= budget
     encoder.clear()
-    SHARED_CACHE.clear()
+    get_scorer("embedding").clear_cache()
     compress_chat(MESSAGES, budget, scorer=EmbeddingScorer(candidates=0))
     # the old path: every turn but the kept tail (the last turn and the question)
     assert len(set(encoder) - {QUESTION["content"]}) == len(HISTORY) - 1
@@ -114,7 +112,7 @@ def test_first_stage_and_candidates_on_plain_data():
 
 
 def test_word_piece_vectors_of_the_bundled_model():
-    v = cascade.word_piece_vectors(["the violin concert", "a violin recital", "tax forms", ""])
+    v = cascade.WordPieces()(["the violin concert", "a violin recital", "tax forms", ""])
     assert v.shape == (4, 384) and np.allclose(np.linalg.norm(v[:3], axis=1), 1.0, atol=1e-5)
     assert v[0] @ v[1] > v[0] @ v[2] and not v[3].any()
 
@@ -123,8 +121,8 @@ def test_word_piece_vectors_are_the_same_from_a_bf16_table():
     from ctxkit.embedding.encoder import PackedEncoder
 
     texts = ["the violin concert", "a violin recital", "tax forms", "", "x " * 400]
-    exact = cascade.word_piece_vectors(texts, PackedEncoder(device="cpu", dtype="float32"))
-    half = cascade.word_piece_vectors(texts, PackedEncoder(device="cpu", dtype="bfloat16"))
+    exact = cascade.WordPieces(PackedEncoder(device="cpu", dtype="float32"))(texts)
+    half = cascade.WordPieces(PackedEncoder(device="cpu", dtype="bfloat16"))(texts)
     # bf16 rounds each table entry (8 bits of mantissa); the sum runs in fp32
     assert np.allclose(exact, half, atol=1e-2) and not half[3].any()
     assert (exact[:3] * half[:3]).sum(1).min() > 0.9999
@@ -142,7 +140,7 @@ def test_word_piece_vectors_are_the_mean_of_the_models_word_pieces():
                        max_length=enc.max_seq_length)["input_ids"]
     want = np.stack([table[x].detach().mean(0).numpy() if x else np.zeros(384) for x in ids])
     want /= np.maximum(np.linalg.norm(want, axis=1, keepdims=True), 1e-12)
-    np.testing.assert_allclose(cascade.word_piece_vectors(texts, enc), want, atol=1e-5)
+    np.testing.assert_allclose(cascade.WordPieces(enc)(texts), want, atol=1e-5)
 
 
 def test_a_growing_history_reads_each_turns_word_pieces_once(encoder):

@@ -1,4 +1,4 @@
-"""The embedding scorer's cold call: BM25 cascade and the process-wide embedding cache."""
+"""The embedding scorer's cold call: the BM25 shortlist and the scorer's own vector cache."""
 
 import zlib
 
@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import ctxkit.compression.scoring.embedding as es
-from ctxkit.compression.scoring.cache import SHARED_CACHE, EmbeddingCache
+from ctxkit.compression.scoring.cache import TextCache
 from ctxkit.compression.scoring.embedding import EmbeddingScorer
+from ctxkit.compression.scoring.registry import get_scorer
 from ctxkit.compression.text.pipeline import compress
 from ctxkit.errors import OptionError
 
@@ -29,16 +30,16 @@ def encoder(monkeypatch):
         return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
 
     monkeypatch.setattr(es, "embed", fake)
-    SHARED_CACHE.clear()
+    get_scorer("embedding").clear_cache()
     yield seen
-    SHARED_CACHE.clear()
+    get_scorer("embedding").clear_cache()
 
 
 def test_second_call_embeds_nothing_new(encoder):
     first = compress(CHUNKS, 60, query=QUERY)
     assert encoder, "the first call embeds"
     before = len(encoder)
-    second = compress(CHUNKS, 60, query=QUERY)  # a fresh scorer, as every call builds
+    second = compress(CHUNKS, 60, query=QUERY)  # the scorer "embedding" names, its cache
     assert len(encoder) == before and second.text == first.text
     compress(CHUNKS[:5] + ["A new passage about owls."], 20, query=QUERY)
     assert encoder[before:] == ["A new passage about owls."]
@@ -63,18 +64,21 @@ def test_cascade_embeds_only_the_shortlist(encoder):
 
 
 def test_lru_evicts_least_recent():
-    cache = EmbeddingCache(max_entries=2)
+    cache = TextCache(max_entries=2)
     calls = []
 
     def encode(texts):
         calls.append(list(texts))
         return np.zeros((len(texts), 4))
 
-    cache.get(["a", "b"], encode, dim=4)
-    cache.get(["a"], encode, dim=4)  # "b" is now the least recent
-    cache.get(["c"], encode, dim=4)
-    cache.get(["a", "b"], encode, dim=4)
+    cache.rows(["a", "b"], encode, dim=4)
+    cache.rows(["a"], encode, dim=4)  # "b" is now the least recent
+    cache.rows(["c"], encode, dim=4)
+    cache.rows(["a", "b"], encode, dim=4)
     assert calls == [["a", "b"], ["c"], ["b"]] and len(cache) == 2
+    assert TextCache(0).values(["a", "a"], lambda keys: [k * 2 for k in keys]) == ["aa", "aa"]
+    with pytest.raises(OptionError, match="cache_size"):
+        TextCache(-1)
 
 
 def test_bad_candidates():
@@ -84,7 +88,7 @@ def test_bad_candidates():
         EmbeddingScorer(dtype="int8")
 
 
-def test_a_scorer_of_another_dtype_embeds_into_its_own_cache(monkeypatch):
+def test_each_scorer_owns_its_cache(monkeypatch):
     asked: list[tuple[str, int]] = []
 
     def fake(texts, dtype="fast"):
@@ -92,15 +96,21 @@ def test_a_scorer_of_another_dtype_embeds_into_its_own_cache(monkeypatch):
         return np.ones((len(texts), 384)) / np.sqrt(384)
 
     monkeypatch.setattr(es, "embed", fake)
-    SHARED_CACHE.clear()
+    shared = get_scorer("embedding")
+    shared.clear_cache()
     try:
         units = CHUNKS[:5]
-        EmbeddingScorer().relevance(units, QUERY)
-        EmbeddingScorer().relevance(units, QUERY)  # the shared cache answers
+        assert get_scorer("embedding") is shared
+        shared.relevance(units, QUERY)
+        get_scorer("embedding").relevance(units, QUERY)  # its cache answers
         exact = EmbeddingScorer(dtype="float32")
-        exact.relevance(units, QUERY)  # fp32 vectors are not the shared bf16 ones
+        exact.relevance(units, QUERY)  # fp32 vectors go to that scorer's own cache
         exact.relevance(units, QUERY)
         assert asked == [("fast", 6), ("float32", 6)]
-        assert len(SHARED_CACHE) == 6
+        assert len(shared.cache) == len(exact.cache) == 6
+        small = EmbeddingScorer(cache_size=2)
+        small.relevance(units, QUERY)
+        assert len(small.cache) == 2  # the size the user set, least recent first out
+        assert get_scorer("embedding", cache_size=2) is not shared
     finally:
-        SHARED_CACHE.clear()
+        shared.clear_cache()

@@ -235,6 +235,22 @@ class PackedModel:
     def hidden(self) -> int:
         return int(self.encoder.config.hidden_size)
 
+    @functools.cached_property
+    def word_pieces(self) -> tuple[Any, torch.Tensor]:
+        """The model's Rust tokenizer without special tokens, truncation or padding, and its
+        input word-piece table in fp32: what a bag-of-word-pieces ranking reads without running
+        a layer. Built once per loaded model (transformers sets truncation and padding on the
+        shared tokenizer per call, and a bf16 table's rows are exact in fp32)."""
+        from tokenizers import Tokenizer
+
+        table = self.fused.word if self.fused is not None else \
+            self.encoder.get_input_embeddings().weight
+        tok = Tokenizer.from_str(self.tokenizer.backend_tokenizer.to_str())
+        tok.no_truncation()
+        tok.no_padding()
+        tok.post_processor = None  # no [CLS] / [SEP]
+        return tok, table.detach().float()
+
 
 @dataclass
 class Backbone(PackedModel):

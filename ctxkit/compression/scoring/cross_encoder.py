@@ -26,30 +26,34 @@ from typing import Any
 
 import numpy as np
 
-from ctxkit.compression.scoring.idf import IdfScorer
-from ctxkit.compression.scoring.lexical import _unit_range
+from ctxkit.compression.scoring.cache import DEFAULT_CACHE_SIZE, TextCache
+from ctxkit.compression.scoring.lexical import unit_range
+from ctxkit.compression.scoring.shortlist import ShortlistedScorer
 from ctxkit.options import bad_option
 
 __all__ = ["CrossEncoderScorer"]
 
-_CACHE_LIMIT = 50_000  # (query, unit) pairs remembered per scorer
-
-
-class CrossEncoderScorer(IdfScorer):
+class CrossEncoderScorer(ShortlistedScorer):
     """Relevance from a cross-encoder reranker (a local directory or a loaded model), packed.
 
     ``device``, ``dtype`` and ``batch_tokens`` go to
-    :class:`~ctxkit.embedding.classifier.PackedClassifier`. Scores are cached per
-    ``(query, unit)``, so a ``ChatMemory`` asking again about the same turns pays once.
+    :class:`~ctxkit.embedding.classifier.PackedClassifier`. On long inputs the reranker reads
+    only the shortlist's units (``candidates`` and ``lexical_weight`` as for
+    :class:`~ctxkit.compression.scoring.shortlist.Shortlist`). Logits are cached per
+    ``(query, unit)`` (``cache_size`` pairs), so a ``ChatMemory`` asking again about the same
+    turns pays once.
     """
 
     name = "cross-encoder"
 
     def __init__(self, model: str | Path | Any, device: str = "auto", dtype: str = "auto",
-                 batch_tokens: int | None = None, table: dict[str, float] | None = None):
+                 batch_tokens: int | None = None, table: dict[str, float] | None = None,
+                 candidates: int | None = None, lexical_weight: float = 0.4,
+                 cache_size: int = DEFAULT_CACHE_SIZE):
         from ctxkit.embedding.classifier import PackedClassifier
 
-        super().__init__(table=table)
+        super().__init__(candidates=candidates, lexical_weight=lexical_weight,
+                         cache_size=cache_size, table=table)
         if isinstance(model, str) and not model:
             raise bad_option("model", ": the cross-encoder scorer needs a model directory: "
                                       "cross-encoder:<dir>")
@@ -58,20 +62,20 @@ class CrossEncoderScorer(IdfScorer):
         if self.classifier.num_labels not in (1, 2):
             raise bad_option("model", f": a cross-encoder scorer needs a model with 1 or 2 "
                                       f"labels; {model} has {self.classifier.num_labels}")
-        self._cache: dict[tuple[str, str], float] = {}
+        self.cache = TextCache(cache_size)
+
+    def clear_cache(self) -> None:
+        super().clear_cache()
+        self.cache.clear()
+
+    def _margins(self, pairs: list[tuple[str, str]]) -> list[float]:
+        out = self.classifier.predict(pairs)
+        return (out[:, 0] if out.shape[1] == 1 else out[:, 1] - out[:, 0]).tolist()
 
     def logits(self, units: Sequence[str], query: str) -> np.ndarray:
         """The reranker's relevance logit of each unit for ``query`` (cached)."""
-        todo = list(dict.fromkeys((query, u) for u in units if (query, u) not in self._cache))
-        if todo:
-            if len(self._cache) + len(todo) > _CACHE_LIMIT:
-                self._cache.clear()
-            out = self.classifier.predict(todo)
-            margin = out[:, 0] if out.shape[1] == 1 else out[:, 1] - out[:, 0]
-            self._cache.update(zip(todo, margin.tolist()))
-        return np.array([self._cache[(query, u)] for u in units], dtype=np.float64)
+        return np.array(self.cache.values([(query, u) for u in units], self._margins),
+                        dtype=np.float64)
 
-    def relevance(self, units: Sequence[str], query: str) -> np.ndarray:
-        if not units:
-            return np.zeros(0)
-        return _unit_range(self.logits(units, query))
+    def model_relevance(self, units: list[str], query: str) -> np.ndarray:
+        return unit_range(self.logits(units, query))

@@ -37,6 +37,7 @@ import Stemmer
 
 from ctxkit.embedding.vectors import DEFAULT_DIM, embed  # noqa: F401  (embed re-exported)
 from ctxkit.errors import InputError
+from ctxkit.options import bad_option
 
 __all__ = [
     "EMBEDDING_DIM",
@@ -46,7 +47,9 @@ __all__ = [
     "hybrid_relevance",
     "lexical_relevance",
     "spread_to_neighbors",
+    "standardise",
     "terms",
+    "unit_range",
 ]
 
 EMBEDDING_DIM = DEFAULT_DIM  # all-MiniLM-L6-v2
@@ -135,12 +138,26 @@ def bm25(units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75) -> 
     return ((sub * (k1 + 1)) / (sub + norm[:, None]) * idf).sum(axis=1)
 
 
-def _standardise(x: np.ndarray) -> np.ndarray:
+def standardise(x: np.ndarray) -> np.ndarray:
+    """``x`` as z-scores over its entries (all 0 when they are equal): how relevance signals
+    of different ranges are put on one scale before they are fused.
+
+    Example:
+        >>> standardise(np.array([1.0, 3.0])).tolist()
+        [-1.0, 1.0]
+    """
     sd = x.std()
     return (x - x.mean()) / sd if sd > 1e-12 else np.zeros_like(x)
 
 
-def _unit_range(x: np.ndarray) -> np.ndarray:
+def unit_range(x: np.ndarray) -> np.ndarray:
+    """``x`` scaled to [0, 1] over its entries (all 1 when they are equal): relevance as every
+    scorer returns it.
+
+    Example:
+        >>> unit_range(np.array([2.0, 4.0, 3.0])).tolist()
+        [0.0, 1.0, 0.5]
+    """
     if x.size == 0:
         return x.astype(np.float64)
     lo, hi = x.min(), x.max()
@@ -166,7 +183,7 @@ def lexical_relevance(units: Sequence[str], query: str, neighbors: float = 0.0) 
     lex = bm25(units, query)
     if lex.size == 0 or lex.max() <= 0:
         return Relevance(np.zeros(len(units)), lex)
-    return Relevance(_unit_range(spread_to_neighbors(lex / lex.max(), neighbors)), lex)
+    return Relevance(unit_range(spread_to_neighbors(lex / lex.max(), neighbors)), lex)
 
 
 def hybrid_relevance(units: Sequence[str], query: str, *, embeddings: np.ndarray | None = None,
@@ -183,7 +200,7 @@ def hybrid_relevance(units: Sequence[str], query: str, *, embeddings: np.ndarray
         [0, 1]
     """
     if lexical_weight < 0:
-        raise InputError(f"lexical_weight must be >= 0, got {lexical_weight}")
+        raise bad_option("lexical_weight", f" must be >= 0, got {lexical_weight}")
     n = len(units)
     if embeddings is not None and len(embeddings) != n:
         raise InputError(f"embeddings has {len(embeddings)} rows for {n} units")
@@ -195,5 +212,5 @@ def hybrid_relevance(units: Sequence[str], query: str, *, embeddings: np.ndarray
     if query_embedding is None:
         query_embedding = embed([query])[0]
     cos = np.asarray(embeddings, dtype=np.float64) @ np.asarray(query_embedding, np.float64)
-    fused = _standardise(cos) + lexical_weight * _standardise(lex)
-    return Relevance(_unit_range(spread_to_neighbors(fused, neighbors)), lex, cos)
+    fused = standardise(cos) + lexical_weight * standardise(lex)
+    return Relevance(unit_range(spread_to_neighbors(fused, neighbors)), lex, cos)

@@ -16,6 +16,7 @@ import numpy as np
 
 from ctxkit.compression.atoms import atoms
 from ctxkit.compression.scoring.base import _Lexical
+from ctxkit.compression.scoring.cache import DEFAULT_CACHE_SIZE, TextCache
 from ctxkit.compression.scoring.smollm2 import smollm2_dir
 from ctxkit.options import bad_option
 
@@ -43,7 +44,8 @@ class LMScorer(_Lexical):
     self-information. The default model is SmolLM2-135M-Instruct from the optional extra
     ``ctxkit[lm]``; ``model`` may name any local transformers causal-LM directory. Texts longer
     than ``window`` tokens are scored in windows that keep ``context`` tokens of left context.
-    Relevance and similarity are lexical (TF-IDF).
+    Relevance and similarity are lexical (TF-IDF). Surprisal is cached by text
+    (``cache_size`` texts).
 
     Example:
         >>> s = LMScorer()  # doctest: +SKIP
@@ -53,14 +55,19 @@ class LMScorer(_Lexical):
     name = "lm"
 
     def __init__(self, model: str | Path | None = None, device: str = "cpu",
-                 window: int = 512, context: int = 128, batch_size: int = 8):
+                 window: int = 512, context: int = 128, batch_size: int = 8,
+                 cache_size: int = DEFAULT_CACHE_SIZE):
         if context >= window:
             raise bad_option("context", f" must be smaller than window ({window}), got {context}")
         self.model_dir = Path(model) if model is not None else smollm2_dir()
         self.device, self.window, self.context, self.batch_size = (device, window, context,
                                                                    batch_size)
         self._model = self._tok = None
-        self._cache: dict[str, np.ndarray] = {}  # a history is scored at several budgets
+        self.cache = TextCache(cache_size)  # a history is scored at several budgets
+
+    def clear_cache(self) -> None:
+        """Forget every text's surprisal."""
+        self.cache.clear()
 
     def _load(self):
         if self._model is None:
@@ -109,12 +116,7 @@ class LMScorer(_Lexical):
                 for o, bt in zip(enc["offset_mapping"], bits)]
 
     def information(self, texts: Sequence[str]) -> list[np.ndarray]:
-        todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
-        if len(self._cache) + len(todo) > 20_000:
-            self._cache.clear()
-            todo = list(dict.fromkeys(texts))
-        self._cache.update(zip(todo, self._information(todo)))
-        return [self._cache[t] for t in texts]
+        return self.cache.values(list(texts), self._information)
 
     def _information(self, texts: Sequence[str]) -> list[np.ndarray]:
         out = []

@@ -22,6 +22,8 @@ Built in, by name (:func:`get_scorer`):
   (:mod:`ctxkit.compression.scoring.cross_encoder`); information as ``idf``.
 
 Other scorers plug in with :func:`register_scorer` or the ``ctxkit.scorers`` entry-point group.
+A name alone gives the process's one scorer of that name, built on first use (as
+``tiktoken.get_encoding`` does), so its caches serve every call that names it.
 
 Example:
     >>> s = get_scorer("idf")
@@ -33,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -54,13 +57,18 @@ _REGISTRY: dict[str, Callable[..., Scorer]] = {
 
 # "<name>:<argument>" scorers: the argument (a model directory) goes first to the factory
 _PREFIXED: dict[str, Callable[..., Scorer]] = {"cross-encoder": CrossEncoderScorer}
+# the scorer of each name asked for without keywords, built once per process
+_SHARED: dict[str, Scorer] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def register_scorer(name: str, factory: Callable[..., Scorer]) -> None:
     """Make ``get_scorer(name)`` build scorers with ``factory(**kwargs)``."""
     if not isinstance(name, str) or not name:
         raise bad_option("name", f": a scorer name must be a non-empty string, got {name!r}")
-    _REGISTRY[name] = factory
+    with _SHARED_LOCK:
+        _REGISTRY[name] = factory
+        _SHARED.pop(name, None)
 
 
 def _entry_points() -> dict[str, Callable[..., Scorer]]:
@@ -99,15 +107,32 @@ def check_scorer(scorer: Any, name: str = "scorer") -> Any:
 
 
 def get_scorer(scorer: str | Scorer = "idf", **kwargs) -> Scorer:
-    """Return the scorer called ``scorer`` (or ``scorer`` itself when it is already one).
+    """The scorer called ``scorer`` (or ``scorer`` itself when it is already one).
+
+    Args:
+        scorer: a name from :func:`available_scorers` or a :class:`Scorer`.
+        **kwargs: options of the scorer's class; with any, a new scorer is built.
+
+    Returns:
+        Without keywords, the process's one scorer of that name (its caches shared by every
+        call that names it); with keywords, a new one.
 
     Example:
-        >>> get_scorer("idf").name
-        'idf'
+        >>> get_scorer("idf").name, get_scorer("idf") is get_scorer("idf")
+        ('idf', True)
     """
     check_scorer(scorer)
     if not isinstance(scorer, str):
         return scorer
+    if kwargs:
+        return _build(scorer, **kwargs)
+    with _SHARED_LOCK:
+        if scorer not in _SHARED:
+            _SHARED[scorer] = _build(scorer)
+        return _SHARED[scorer]
+
+
+def _build(scorer: str, **kwargs: Any) -> Scorer:
     if scorer in _REGISTRY:
         return _REGISTRY[scorer](**kwargs)
     prefix, sep, argument = scorer.partition(":")

@@ -1,117 +1,99 @@
-"""The cold call's first stage: cheap relevance over every unit, and the candidates the encoder
-then scores.
+"""The shortlist: which units a model-backed scorer runs its model on.
 
-A cold ``compress_chat`` spends nine tenths of its time in MiniLM, embedding every turn. Most
-turns cannot be kept anyway (a budget of 1/4 of the history keeps about 44% of its tokens, the
-rest shortened), so the encoder only has to rank the turns that stand a chance:
+A model (a bi-encoder, a reranker) costs most of a cold call; most units of a long input
+cannot be kept anyway, so the model ranks only the units a cheap first stage puts on the
+shortlist, and every other unit ranks below all of them. Every model-backed scorer derives from
+:class:`ShortlistedScorer` and so uses the one :class:`Shortlist`, with two rules:
 
-1. :func:`first_stage` scores every unit without the transformer: the cosine between the mean
-   of the model's own *input* word-piece vectors of the unit and of the query (a bag of word
-   pieces in MiniLM's space: it catches "therapist" for "counseling", which BM25 does not),
-   fused with BM25 as :func:`~ctxkit.compression.scoring.lexical.hybrid_relevance` fuses the full
-   signals (z-scores, ``lexical_weight`` on BM25). It costs one tokenizer pass and a gather;
-2. :func:`pick_candidates` keeps the best of them until their tokens fill ``volume`` (the
-   caller's free room times :data:`CANDIDATE_ROOMS`), and at least :data:`CANDIDATE_FLOOR`
-   units, so a short history is never cascaded and the full ranking is the uncascaded one.
+- the caller knows how many tokens it can keep (``relevance_within``, as ``compress_chat``
+  does): the first stage (:func:`first_stage`: the cosine of the mean of the model's *input*
+  word-piece vectors, fused with BM25) ranks every unit, and its best units whose tokens fill
+  that room :data:`CANDIDATE_ROOMS` times (at least :data:`CANDIDATE_FLOOR` units) are the
+  shortlist; the others keep half their first-stage score, below every model-ranked unit;
+- it does not (``relevance``): up to :data:`COUNT_FLOOR` units all go to the model; above it,
+  BM25's best ``max(COUNT_FLOOR, n // COUNT_SHARE)``, the others scoring 0.
 
-Why one room and not several: at 1/4 of the tokens the selection keeps about 44% of them (whole
-and shortened turns), so candidates filling the room several times over would be the whole
-history and save nothing. The first stage alone is nearly as good a ranker as the full fusion,
-so a shortlist of one room loses about one question in 120 at each budget on the dev LoCoMo
-questions (``python -m evals.chat_latency`` runs both paths and reports retention and
-latency); candidates of 1.5 or 2 rooms, or with their neighbouring turns added, did no better
-on those questions. BM25 alone as the first stage lost 4 to 9 points at the same candidate
-count (an offline replay with cached embeddings): the word-piece vectors are what make the
-narrow shortlist safe.
+The model-ranked units score ``0.5 + 0.5 * relevance`` in [0.5, 1]. ``candidates`` on a scorer
+overrides both rules (0: every unit; k: BM25's best k). Why one room and which first stage:
+``docs/chat.md`` ("A cold call"), measured by ``python -m evals.chat_latency``.
 
 Example:
-    >>> import numpy as np
     >>> pick_candidates(np.array([0.1, 0.9, 0.5, 0.7]), np.array([10, 10, 10, 10]), 15,
     ...                 floor=1).tolist()
     [1, 3]
+    >>> Shortlist().count(5000)
+    1250
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from ctxkit.compression.scoring.cache import EmbeddingCache
-from ctxkit.compression.scoring.lexical import bm25
+from ctxkit.compression.scoring.cache import DEFAULT_CACHE_SIZE, TextCache
+from ctxkit.compression.scoring.idf import IdfScorer
+from ctxkit.compression.scoring.lexical import (
+    bm25,
+    spread_to_neighbors,
+    standardise,
+    unit_range,
+)
 from ctxkit.embedding.vectors import Encoder, ranking_encoder, unit_rows
+from ctxkit.options import bad_option
 
-__all__ = ["CANDIDATE_FLOOR", "CANDIDATE_ROOMS", "WORD_PIECE_CACHE", "first_stage",
-           "pick_candidates", "word_piece_vectors"]
+__all__ = ["CANDIDATE_FLOOR", "CANDIDATE_ROOMS", "COUNT_FLOOR", "COUNT_SHARE", "Shortlist",
+           "ShortlistedScorer", "WordPieces", "first_stage", "pick_candidates"]
 
 CANDIDATE_ROOMS = 1.0  # candidates' tokens fill the caller's free room this many times
-CANDIDATE_FLOOR = 64  # units the encoder always scores: histories this short are not cascaded
-# word-piece vectors of the default encoder by text: a growing history (ChatMemory, a server
-# replaying sessions) tokenizes each turn once, not at every call
-WORD_PIECE_CACHE = EmbeddingCache()
+CANDIDATE_FLOOR = 64  # units the model always ranks: histories this short are not cascaded
+COUNT_FLOOR = 1024  # without a room: units ranked by the model with no first stage
+COUNT_SHARE = 4  # above the floor, BM25's best n // COUNT_SHARE units are ranked by the model
 
 
-def word_piece_vectors(texts: Sequence[str], encoder: Encoder | None = None) -> np.ndarray:
-    """Unit-length mean of the encoder's input word-piece embeddings of each text
-    (``[len(texts), dim]``; no transformer layer runs; a text with no word piece is zero).
+class WordPieces:
+    """Unit-length mean of an encoder's input word-piece embeddings per text (no transformer
+    layer runs; a text with no word piece is zero), cached by text in ``cache``. The
+    tokenizer's Rust core reads the word pieces and ``embedding_bag`` sums the fp32 table's
+    rows (:attr:`~ctxkit.embedding.model.PackedModel.word_pieces`), with no ``[tokens, dim]``
+    gather.
 
     Example:
-        >>> v = word_piece_vectors(["a red car", "a red automobile", "tax law"])
+        >>> v = WordPieces()(["a red car", "a red automobile", "tax law"])
         >>> bool(v[0] @ v[1] > v[0] @ v[2])
         True
     """
-    import torch
-    import torch.nn.functional as F
 
-    enc = ranking_encoder() if encoder is None else encoder
-    backbone = enc.backbone
-    table = backbone.fused.word if backbone.fused is not None else \
-        backbone.encoder.get_input_embeddings().weight
-    limit = enc.max_seq_length
-    # the tokenizer's Rust core directly: transformers' per-text conversion of each encoding
-    # cost three times the tokenization itself on a 100k-token history
-    encodings = _piece_tokenizer(backbone.tokenizer).encode_batch_fast(list(texts))
-    ids = [e.ids[:limit] for e in encodings]
-    lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
-    flat = torch.from_numpy(np.fromiter((t for x in ids for t in x), np.int64,
-                                        int(lengths.sum()))).to(table.device)
-    offsets = torch.from_numpy(np.cumsum(lengths) - lengths).to(table.device)
-    with torch.inference_mode():
-        out = F.embedding_bag(flat, _fp32(table), offsets, mode="sum")
-    return unit_rows(out.cpu().numpy())
+    def __init__(self, encoder: Encoder | None = None, cache: TextCache | None = None):
+        self.encoder = encoder
+        self.cache = cache if cache is not None else TextCache()
 
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        return self.cache.rows(list(texts), self._vectors)
 
-@functools.lru_cache(maxsize=4)
-def _piece_tokenizer(hf_tokenizer):
-    """A private copy of the model's Rust tokenizer with no special tokens, truncation or
-    padding (transformers sets those on the shared one per call)."""
-    from tokenizers import Tokenizer
+    def _vectors(self, texts: list[str]) -> np.ndarray:
+        import torch
+        import torch.nn.functional as F
 
-    tok = Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())
-    tok.no_truncation()
-    tok.no_padding()
-    tok.post_processor = None  # no [CLS] / [SEP]
-    return tok
-
-
-@functools.lru_cache(maxsize=4)
-def _fp32(table):
-    """The word-piece table in fp32 (a bf16 model's, converted once: its rows are exact in
-    fp32, so the sums do not round as bf16 sums would)."""
-    return table.detach().float()
-
-
-def _z(x: np.ndarray) -> np.ndarray:
-    sd = x.std()
-    return (x - x.mean()) / sd if sd > 1e-12 else np.zeros_like(x)
+        enc = ranking_encoder() if self.encoder is None else self.encoder
+        tokenizer, table = enc.backbone.word_pieces
+        limit = enc.max_seq_length
+        ids = [e.ids[:limit] for e in tokenizer.encode_batch_fast(texts)]
+        lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
+        flat = torch.from_numpy(np.fromiter((t for x in ids for t in x), np.int64,
+                                            int(lengths.sum()))).to(table.device)
+        offsets = torch.from_numpy(np.cumsum(lengths) - lengths).to(table.device)
+        with torch.inference_mode():
+            out = F.embedding_bag(flat, table, offsets, mode="sum")
+        return unit_rows(out.cpu().numpy())
 
 
 def first_stage(units: Sequence[str], query: str, *, lexical_weight: float = 0.4,
-                vectors=None) -> np.ndarray:
+                vectors: Callable[[list[str]], np.ndarray] | None = None) -> np.ndarray:
     """Cheap relevance of each unit to ``query`` in [0, 1]: word-piece cosine fused with BM25
-    (module docstring); ``vectors`` maps texts to unit-length rows (default
-    :func:`word_piece_vectors`, cached by text in :data:`WORD_PIECE_CACHE`).
+    on z-scores (``lexical_weight`` on BM25), as the full signals are fused; ``vectors`` maps
+    texts to unit-length rows (default: a fresh :class:`WordPieces`).
 
     Example:
         >>> def bag(texts):  # a stand-in for the word pieces: "sea" lies near "tide"
@@ -124,12 +106,9 @@ def first_stage(units: Sequence[str], query: str, *, lexical_weight: float = 0.4
     units = list(units)
     if not units:
         return np.zeros(0)
-    texts = units + [query]
-    vecs = np.asarray(vectors(texts) if vectors is not None else
-                      WORD_PIECE_CACHE.get(texts, word_piece_vectors), dtype=np.float64)
-    fused = _z(vecs[:-1] @ vecs[-1]) + lexical_weight * _z(bm25(units, query))
-    lo, hi = fused.min(), fused.max()
-    return (fused - lo) / (hi - lo) if hi - lo > 1e-12 else np.ones(len(units))
+    vecs = np.asarray((vectors or WordPieces())(units + [query]), dtype=np.float64)
+    fused = standardise(vecs[:-1] @ vecs[-1]) + lexical_weight * standardise(bm25(units, query))
+    return unit_range(fused)
 
 
 def pick_candidates(scores: np.ndarray, tokens: np.ndarray, volume: int,
@@ -144,3 +123,103 @@ def pick_candidates(scores: np.ndarray, tokens: np.ndarray, volume: int,
     order = np.argsort(-np.asarray(scores), kind="stable")
     reach = int(np.searchsorted(np.cumsum(np.asarray(tokens)[order]), volume)) + 1
     return np.sort(order[:max(reach, floor)])
+
+
+@dataclass(frozen=True)
+class Shortlist:
+    """The shortlist rules (module docstring). ``candidates``: ``None`` for the rules, 0 for
+    every unit, k for BM25's best k; ``lexical_weight``: BM25's weight in the first stage."""
+
+    candidates: int | None = None
+    lexical_weight: float = 0.4
+
+    def __post_init__(self) -> None:
+        c = self.candidates
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 0):
+            raise bad_option("candidates", f" must be None or an int >= 0, got {c!r}")
+        if self.lexical_weight < 0:
+            raise bad_option("lexical_weight", f" must be >= 0, got {self.lexical_weight}")
+
+    def count(self, n: int) -> int:
+        """Units the model ranks out of ``n`` when no room is known."""
+        if self.candidates is not None:
+            return n if self.candidates == 0 else min(n, self.candidates)
+        return n if n <= COUNT_FLOOR else max(COUNT_FLOOR, n // COUNT_SHARE)
+
+    def pick(self, units: list[str], query: str, *, tokens: Sequence[int] | None = None,
+             room: int | None = None, neighbors: float = 0.0,
+             vectors: Callable[[list[str]], np.ndarray] | None = None
+             ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(shortlisted indices, scores of the others in [0, 0.5])``, or None when the model
+        ranks every unit. ``tokens`` and ``room``: what the caller can keep; ``neighbors``:
+        its spreading of scores to neighbouring units; ``vectors``: the first stage's."""
+        n = len(units)
+        if room is not None and tokens is not None and self.candidates is None \
+                and n > CANDIDATE_FLOOR:
+            first = first_stage(units, query, lexical_weight=self.lexical_weight,
+                                vectors=vectors)
+            top = pick_candidates(spread_to_neighbors(first, neighbors), np.asarray(tokens),
+                                  int(CANDIDATE_ROOMS * room))
+            return None if len(top) >= n else (top, 0.5 * first)
+        k = self.count(n)
+        if k >= n:
+            return None
+        return np.sort(np.argsort(-bm25(units, query), kind="stable")[:k]), np.zeros(n)
+
+
+class ShortlistedScorer(IdfScorer):
+    """Base of the scorers whose relevance runs a model: the model ranks the
+    :class:`Shortlist`'s units only. Subclasses give :meth:`model_relevance`; information
+    per word is the ``idf`` scorer's. ``cache_size``: entries of each of the scorer's caches
+    (:class:`~ctxkit.compression.scoring.cache.TextCache`; 0 keeps nothing)."""
+
+    def __init__(self, *, candidates: int | None = None, lexical_weight: float = 0.4,
+                 cache_size: int = DEFAULT_CACHE_SIZE, table: dict[str, float] | None = None):
+        super().__init__(table=table)
+        self.shortlist = Shortlist(candidates, lexical_weight)
+        self.word_pieces = WordPieces(cache=TextCache(cache_size))
+
+    @property
+    def candidates(self) -> int | None:
+        return self.shortlist.candidates
+
+    @property
+    def lexical_weight(self) -> float:
+        return self.shortlist.lexical_weight
+
+    def model_relevance(self, units: list[str], query: str) -> np.ndarray:
+        """The model's relevance of each unit to ``query`` in [0, 1]."""
+        raise NotImplementedError
+
+    def clear_cache(self) -> None:
+        """Forget everything computed (a cold call follows)."""
+        self.word_pieces.cache.clear()
+
+    def relevance(self, units: Sequence[str], query: str) -> np.ndarray:
+        return self.relevance_within(units, query)
+
+    def relevance_within(self, units: Sequence[str], query: str,
+                         tokens: Sequence[int] | None = None, room: int | None = None,
+                         neighbors: float = 0.0) -> np.ndarray:
+        """:meth:`relevance` for a caller that keeps at most ``room`` tokens of ``units``
+        (``tokens`` each) and spreads scores to ``neighbors`` as it ranks (module
+        docstring).
+
+        Example:
+            >>> from ctxkit.compression.scoring.embedding import EmbeddingScorer
+            >>> r = EmbeddingScorer().relevance_within(
+            ...     ["Paris is in France.", "Cats purr."], "Where is Paris?", [6, 4], room=6)
+            >>> bool(r[0] > r[1])
+            True
+        """
+        if not units:
+            return np.zeros(0)
+        units = list(units)
+        picked = self.shortlist.pick(units, query, tokens=tokens, room=room,
+                                     neighbors=neighbors, vectors=self.word_pieces)
+        if picked is None:
+            return self.model_relevance(units, query)
+        top, below = picked
+        out = np.asarray(below, dtype=np.float64).copy()
+        out[top] = 0.5 + 0.5 * self.model_relevance([units[i] for i in top], query)
+        return out
