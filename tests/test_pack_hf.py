@@ -105,8 +105,10 @@ def test_pack_dataset_roundtrip():
         "input_ids": seqs, "completion_mask": masks, "rid": [f"r{i}" for i in range(60)]})
     packed, batch = pack_dataset_both(ds)
     assert packed.num_rows == batch.n_windows
-    assert set(packed.column_names) == {"input_ids", "labels", "position_ids", "segment_ids",
-                                        "seq_lengths", "source_ids", "source_ranges"}
+    # completion_mask is per-token: packed alongside the tokens, as TRL packs it
+    assert set(packed.column_names) == {"input_ids", "completion_mask", "labels", "position_ids",
+                                        "segment_ids", "seq_lengths", "source_ids",
+                                        "source_ranges"}
     seen = {}
     for row in packed:
         assert len(row["input_ids"]) == sum(row["seq_lengths"]) <= 48
@@ -116,6 +118,7 @@ def test_pack_dataset_roundtrip():
             assert e - s == n
             assert row["input_ids"][off:off + n] == seqs[i][s:e]
             assert row["position_ids"][off:off + n] == list(range(n))
+            assert row["completion_mask"][off:off + n] == masks[i][s:e]
             want = [-100] + [t if m else -100 for t, m in zip(seqs[i][s + 1:e], masks[i][s + 1:e])]
             assert row["labels"][off:off + n] == want
             seen[i] = seen.get(i, 0) + n
@@ -156,7 +159,7 @@ def test_pack_dataset_errors():
         pack_dataset(bad, capacity=8)
     with pytest.raises(ValueError, match="more than capacity"):
         pack_dataset(datasets.Dataset.from_dict({"input_ids": [[1] * 9]}), capacity=8)
-    with pytest.raises(InputError, match="datasets.Dataset"):
+    with pytest.raises(InputError, match="datasets.Dataset or IterableDataset"):
         pack_dataset([[1, 2]], capacity=8)
 
 
