@@ -113,7 +113,7 @@ def test_flat_collator_equals_flattening_on_random_batches():
     ref = Flattening(return_flash_attn_kwargs=True, return_seq_idx=True)
     ours = PackedCollator(capacity=256, layout="flat", return_flash_attn_kwargs=True,
                           return_seq_idx=True)
-    for _ in range(150):
+    for _ in range(60):
         feats = [{"input_ids": rng.integers(1, 1000, int(n)).tolist()}
                  for n in rng.integers(0, 30, int(rng.integers(1, 9)))]
         if not any(f["input_ids"] for f in feats):
@@ -203,7 +203,7 @@ def test_pack_dataset_two_columns_equals_trl():
 def test_pack_dataset_equals_trl_on_random_datasets(trl_strategy):
     """Under 1,000 rows TRL's per-block plan is a global one: the rows agree, in order."""
     rng = np.random.default_rng(1)
-    for _ in range(20):
+    for _ in range(10):
         capacity = int(rng.integers(4, 64))
         seqs = [rng.integers(1, 100, int(n)).tolist()
                 for n in rng.integers(0, 2 * capacity, int(rng.integers(1, 200)))]
