@@ -89,7 +89,7 @@ def trl_pack(lengths: np.ndarray, capacity: int, strategy: str) -> tuple[int, fl
     column = pa.LargeListArray.from_arrays(pa.array(offsets), values)
     ds = Dataset(InMemoryTable(pa.table({"input_ids": column})))
     start = time.perf_counter()
-    packed = pack_dataset(ds, capacity=capacity, strategy=strategy)
+    packed = pack_dataset(ds, capacity, strategy)  # TRL names it seq_length
     seconds = time.perf_counter() - start
     return len(packed), seconds
 

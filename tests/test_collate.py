@@ -314,7 +314,10 @@ def test_packed_collator():
     assert set(padded) == {"input_ids", "labels", "position_ids", "attention_mask"}
     assert padded["input_ids"].shape[1] == 6
     flat = PackedCollator(capacity=6, layout="flat")(examples)
-    assert set(flat) == {"input_ids", "labels", "position_ids", "cu_seq_lens_q", "cu_seq_lens_k",
+    assert set(flat) == {"input_ids", "labels", "position_ids"}  # DataCollatorWithFlattening's
+    full = PackedCollator(capacity=6, layout="flat", return_flash_attn_kwargs=True,
+                          return_seq_idx=True)(examples)
+    assert set(full) == {"input_ids", "labels", "position_ids", "cu_seq_lens_q", "cu_seq_lens_k",
                          "max_length_q", "max_length_k", "seq_idx"}
     assert sorted(flat["labels"][flat["labels"] != -100].tolist()) == [12, 13, 22, 33, 34]
     with pytest.raises(ValueError, match="no 'input_ids'"):

@@ -45,7 +45,9 @@ def test_readme_python_runs(tmp_path):
     blocks = _readme_blocks()
     tour = [code for heading, code in blocks if heading == "Quick start"]
     assert len(tour) == 1
-    rest = [f"# --- {heading}\n{code}" for heading, code in blocks if heading != "Quick start"]
+    # the training recipe needs a model: tests/test_peer_training.py runs it on a tiny Llama
+    rest = [f"# --- {heading}\n{code}" for heading, code in blocks
+            if heading not in ("Quick start", "Train with TRL or transformers")]
     assert {h for h, _ in blocks} >= {"Compress a chat for an app",
                                       "Compress retrieved passages for RAG", "Dedup a dataset",
                                       "Pack for SFT", "Embed packed", "Measure a dataset"}

@@ -75,9 +75,11 @@ def test_flat_layout_with_labels_matches_reference():
     labels = [[t if m else -100 for t, m in zip(s, mk)] for s, mk in zip(seqs, mask)]
     batch = pack(seqs, capacity=16, completion_mask=mask, layout="flat")
     _assert_same(batch.to_torch(), REF(_ordered_features(batch, seqs, labels)))
-    collated = PackedCollator(capacity=16, layout="flat")(
+    collated = PackedCollator(capacity=16, layout="flat", return_flash_attn_kwargs=True,
+                              return_seq_idx=True)(
         [{"input_ids": s, "completion_mask": m} for s, m in zip(seqs, mask)])
-    _assert_same(collated, REF(_ordered_features(batch, seqs, labels)))
+    # the collator keeps the examples' order when they fit one window, as the reference does
+    _assert_same(collated, REF([{"input_ids": s, "labels": lb} for s, lb in zip(seqs, labels)]))
 
 
 def test_padded_rows_flatten_to_the_reference():
@@ -103,8 +105,10 @@ def test_pack_dataset_roundtrip():
         "input_ids": seqs, "completion_mask": masks, "rid": [f"r{i}" for i in range(60)]})
     packed, batch = pack_dataset_both(ds)
     assert packed.num_rows == batch.n_windows
-    assert set(packed.column_names) == {"input_ids", "labels", "position_ids", "segment_ids",
-                                        "seq_lengths", "source_ids", "source_ranges"}
+    # completion_mask is per-token: packed alongside the tokens, as TRL packs it
+    assert set(packed.column_names) == {"input_ids", "completion_mask", "labels", "position_ids",
+                                        "segment_ids", "seq_lengths", "source_ids",
+                                        "source_ranges"}
     seen = {}
     for row in packed:
         assert len(row["input_ids"]) == sum(row["seq_lengths"]) <= 48
@@ -114,6 +118,7 @@ def test_pack_dataset_roundtrip():
             assert e - s == n
             assert row["input_ids"][off:off + n] == seqs[i][s:e]
             assert row["position_ids"][off:off + n] == list(range(n))
+            assert row["completion_mask"][off:off + n] == masks[i][s:e]
             want = [-100] + [t if m else -100 for t, m in zip(seqs[i][s + 1:e], masks[i][s + 1:e])]
             assert row["labels"][off:off + n] == want
             seen[i] = seen.get(i, 0) + n
@@ -154,7 +159,7 @@ def test_pack_dataset_errors():
         pack_dataset(bad, capacity=8)
     with pytest.raises(ValueError, match="more than capacity"):
         pack_dataset(datasets.Dataset.from_dict({"input_ids": [[1] * 9]}), capacity=8)
-    with pytest.raises(InputError, match="datasets.Dataset"):
+    with pytest.raises(InputError, match="datasets.Dataset or IterableDataset"):
         pack_dataset([[1, 2]], capacity=8)
 
 

@@ -328,7 +328,9 @@ class PackedPasses:
 
 
 class PackedEncoder(PackedPasses):
-    """Sentence embeddings with packed rows; same vectors as ``SentenceTransformer.encode``.
+    """Sentence embeddings with packed rows; same vectors as ``SentenceTransformer.encode``
+    in float32 (on a CPU, or ``dtype="float32"``); in bf16/fp16 (``"auto"`` on a GPU) a cosine
+    of about 0.9999 to them.
 
     ``model``: None (bundled all-MiniLM-L6-v2, offline), a local sentence-transformers
     directory, or a loaded ``SentenceTransformer``. ``device``: "auto" (CUDA if present),
