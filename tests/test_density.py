@@ -132,37 +132,52 @@ def test_bad_density_options_are_option_errors(kw):
     assert density(["a b c"], options=DensityOptions(n=2), scorer=None).texts
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(st.sampled_from(["a", "b", " ", ".", "!", "cat ", "sat ", "Mat "]),
                          max_size=12).map("".join), max_size=8))
-def test_near_duplicates_shortcut_equals_the_dedup_pipeline(texts):
-    """Texts that share no shingle skip the pipeline; the answer is the pipeline's either
-    way (near-duplicates, exact copies up to case and punctuation, texts that normalize to
-    nothing)."""
-    from ctxkit.compression.density import near_duplicates
-    from ctxkit.deduplication.pipeline import dedup
+def test_near_duplicates_equal_the_dedup_pipeline(texts):
+    """The exact finder of one call gives the MinHash pipeline's answer on small inputs:
+    near-duplicates, exact copies up to case and punctuation, texts that normalize to
+    nothing."""
+    from ctxkit.deduplication.near import _by_minhash, near_duplicates
 
-    if not texts:
-        return
-    want = dedup(list(texts), method=["exact", "minhash"], threshold={"minhash": 0.8},
-                 keep="first", punctuation=True, unit="word", ngram=3).duplicate_of
-    assert near_duplicates(texts) == [int(d) for d in want]
+    assert near_duplicates(texts) == _by_minhash(list(texts), 0.8)
+    assert near_duplicates(texts, 1.0) == _by_minhash(list(texts), 1.0)
 
 
 _PIECES = st.sampled_from(["the", "The", "cat", "sat.", "sat", "Cat!", "on", "mat", "  ", "\n",
                            "?", "ünï", "42"])
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(_PIECES, max_size=8).map(" ".join), max_size=6))
-def test_shared_shingle_check_is_the_same_with_sets_and_with_hashes(texts):
-    import ctxkit.compression.density as d
+def _reference_pairs(texts, threshold):
+    """Every pair's Jaccard over Python sets of normalized word 3-grams (a short text is one
+    shingle): the brute-force reference of similar_pairs."""
+    from ctxkit.deduplication.normalize import Normalization, normalize_texts
 
-    small = d._no_shared_shingle(texts)
-    old, d._SMALL_CHARS = d._SMALL_CHARS, -1  # every input through the hashed path
-    try:
-        assert d._no_shared_shingle(texts) == small
-    finally:
-        d._SMALL_CHARS = old
-    if small:
-        assert near_duplicates(texts) == [-1] * len(texts)
+    sets = []
+    for text in normalize_texts(texts, Normalization(punctuation=True)):
+        words = text.split()
+        sets.append({tuple(words[k:k + 3]) for k in range(max(1, len(words) - 2))}
+                    if words else set())
+    return [(i, j) for i in range(len(sets)) for j in range(i + 1, len(sets))
+            if sets[i] and sets[j] and len(sets[i] & sets[j]) / len(sets[i] | sets[j])
+            >= threshold]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_PIECES, max_size=8).map(" ".join), max_size=6),
+       st.sampled_from([0.3, 0.5, 0.8, 1.0]))
+def test_similar_pairs_are_every_pair_at_the_threshold(texts, threshold):
+    from ctxkit.deduplication.near import shingle_sets, similar_pairs
+
+    i, j, _ = similar_pairs(shingle_sets(texts), threshold)
+    assert list(zip(i.tolist(), j.tolist())) == _reference_pairs(texts, threshold)
+
+
+def test_many_shared_shingles_go_to_minhash(monkeypatch):
+    import ctxkit.deduplication.near as near
+
+    texts = [f"the same template line for every record {k}" for k in range(30)]
+    exact = near.near_duplicates(texts, 0.6)
+    monkeypatch.setattr(near, "EXACT_PAIR_WORK", 10)
+    assert near.near_duplicates(texts, 0.6) == exact == near._by_minhash(texts, 0.6)

@@ -76,3 +76,34 @@ def test_packages_stay_small(package):
     # about a dozen modules a level: more means a concept wants a package of its own
     modules = list((ROOT.parent / package).glob("*.py"))
     assert len(modules) <= 13, (package, len(modules))
+
+
+def _long_functions(path: Path, limit: int) -> list[str]:
+    """Functions of ``path`` with more than ``limit`` lines, their docstring not counted."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines = node.end_lineno - node.lineno + 1
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and \
+                    isinstance(first.value.value, str):
+                lines -= first.end_lineno - first.lineno + 1
+            if lines > limit:
+                out.append(f"{path.name}:{node.lineno} {node.name} ({lines} lines)")
+    return out
+
+
+def test_a_long_function_is_caught(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(61))
+    src = tmp_path / "long.py"
+    src.write_text(f'def f():\n    """doc\n    more doc"""\n{body}\n')
+    assert _long_functions(src, 60) == ["long.py:1 f (62 lines)"]
+    assert _long_functions(src, 62) == []
+
+
+@pytest.mark.parametrize("package", ["ctxkit/compression", "ctxkit/chat"])
+def test_functions_read_as_phases(package):
+    # entry points are a few named steps: no function over 60 lines of code
+    long = [f for path in sorted((ROOT.parent / package).rglob("*.py"))
+            for f in _long_functions(path, 60)]
+    assert not long, long

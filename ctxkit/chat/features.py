@@ -32,9 +32,9 @@ from ctxkit.compression.scoring.base import Scorer
 from ctxkit.compression.scoring.idf import IdfScorer
 from ctxkit.compression.scoring.lm import LMScorer
 from ctxkit.compression.scoring.registry import get_scorer
-from ctxkit.errors import InputError
 from ctxkit.io.formats import IMAGE_TOKENS, image_parts
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
+from ctxkit.options import bad_option
 
 __all__ = ["ChatFeatures", "billed_tokens"]
 
@@ -124,17 +124,11 @@ class ChatFeatures:
     # -- near duplicates ----------------------------------------------------------------------
 
     def _shingle_sets(self, texts: Sequence[str]) -> list[np.ndarray]:
-        from ctxkit.deduplication.normalize import Normalization
-        from ctxkit.deduplication.signatures import hash_values
+        from ctxkit.deduplication.near import shingle_sets
 
         todo = list(dict.fromkeys(t for t in texts if t not in self._shingles))
         if todo:
-            # word 3-grams, ignoring case, whitespace and punctuation (as ``dedup`` does)
-            values, offsets = hash_values(todo, ngram=3, unit="word",
-                                          normalization=Normalization(punctuation=True),
-                                          scheme="affine64")
-            for k, t in enumerate(todo):
-                self._shingles[t] = np.unique(values[offsets[k]:offsets[k + 1]])
+            self._shingles.update(zip(todo, shingle_sets(todo)))
         return [self._shingles[t] for t in texts]
 
     def near_duplicates(self, texts: Sequence[str], roles: Sequence[str],
@@ -142,30 +136,19 @@ class ChatFeatures:
         """For each text, the latest *later* text of the same role whose word-3-gram Jaccard
         similarity is at least ``threshold``, else -1 (a re-asked question keeps its last copy).
 
-        Exact Jaccard over the shingle sets, all pairs at once through one sparse product.
+        The pairs are :func:`~ctxkit.deduplication.near.similar_pairs` over the stored
+        shingle sets.
         """
-        if not 0.0 < threshold <= 1.0:
-            raise InputError(f"dedup_threshold must be in (0, 1], got {threshold}")
-        n = len(texts)
-        out = [-1] * n
-        sets = self._shingle_sets(texts)
-        sizes = np.array([len(s) for s in sets], dtype=np.int64)
-        if n < 2 or not sizes.any():
-            return out
-        from scipy import sparse
+        from ctxkit.deduplication.near import similar_pairs
 
-        flat = np.concatenate(sets)
-        _, cols = np.unique(flat, return_inverse=True)
-        rows = np.repeat(np.arange(n), sizes)
-        mat = sparse.csr_matrix((np.ones(len(flat), dtype=np.int32), (rows, cols.ravel())),
-                                shape=(n, int(cols.max()) + 1))
-        inter = sparse.triu(mat @ mat.T, k=1).tocoo()
-        i, j, common = inter.row, inter.col, inter.data.astype(np.float64)
-        jac = common / (sizes[i] + sizes[j] - common)
+        if not 0.0 < threshold <= 1.0:
+            raise bad_option("dedup_threshold", f" must be in (0, 1], got {threshold}")
+        out = [-1] * len(texts)
+        i, j, _ = similar_pairs(self._shingle_sets(texts), threshold)
         role = np.asarray([str(r) for r in roles], dtype=object)
-        hit = (jac >= threshold - 1e-12) & (role[i] == role[j])
+        same = role[i] == role[j] if len(i) else np.zeros(0, dtype=bool)
         # visiting pairs by increasing j leaves each i with its latest match
-        for a, b in sorted(zip(i[hit].tolist(), j[hit].tolist()), key=lambda p: p[1]):
+        for a, b in sorted(zip(i[same].tolist(), j[same].tolist()), key=lambda p: p[1]):
             out[a] = b
         return out
 

@@ -112,25 +112,44 @@ def compress_chat(
 ) -> CompressChatResult:
     """Fit a chat history into ``budget`` tokens; see the module docstring for the policy.
 
-    ``neighbors``: with a query, each turn's score gains this share of its better neighbour's
-    (:func:`~ctxkit.compression.scoring.lexical.spread_to_neighbors`: the question a kept answer
-    replies to). ``whole_share``: share of the free room given to the most relevant
-    turns kept whole; the rest holds the next turns shortened to ``word_keep`` of their tokens
-    (their least informative words dropped), so more of the history survives. ``shorten=False``
-    keeps turns whole or drops them. ``min_shortened``: a turn is cut to fit the last of the
-    room only when at least this many content tokens remain for it. ``alternate``: keep
-    user/assistant turns alternating (two user turns in a row break many chat templates) by
-    dropping the weaker of two same-side turns that a removal made adjacent, and never start
-    with an assistant turn. A tool result whose call is not kept is never kept.
-    ``system``: a system prompt sent apart from the messages (Anthropic's top-level
-    ``system``: text or text blocks), counted in the budget, always kept and returned as
-    ``result.system``. ``image_tokens``: tokens billed per image.
-    ``options``: a :class:`~ctxkit.chat.options.ChatOptions`; every option keyword given
-    applies on top of it.
-    ``summarize``: a callable ``(evicted_messages, previous_summary) -> str``
-    (:mod:`ctxkit.chat.summarizers` has three); the summary of the evicted turns is
-    one more message after the system prompt, within the budget, placed and sized as
-    ``summary_options`` (a :class:`~ctxkit.chat.summary_placement.SummaryOptions`) says.
+    Args:
+        messages: the history in any format :mod:`ctxkit.io.formats` reads.
+        budget: tokens the window may bill (>= 1), counted as chat APIs bill them.
+        query: what the window is chosen for (default: the latest user turn).
+        options: a :class:`~ctxkit.chat.options.ChatOptions`; every option keyword given
+            applies on top of it (the options below).
+        system: a system prompt sent apart from the messages (Anthropic's top-level
+            ``system``: text or text blocks), counted in the budget, always kept and returned
+            as ``result.system``.
+        summarize: a callable ``(evicted_messages, previous_summary) -> str``
+            (:mod:`ctxkit.chat.summarizers` has three); the summary of the evicted turns is
+            one more message after the system prompt, within the budget, placed and sized as
+            ``summary_options`` (a :class:`~ctxkit.chat.summary_placement.SummaryOptions`)
+            says.
+        keep_last, keep_system: the last messages and the system prompt kept verbatim.
+        neighbors: with a query, each turn's score gains this share of its better
+            neighbour's (the question a kept answer replies to).
+        whole_share: share of the free room for the most relevant turns kept whole; the
+            rest holds the next turns shortened to ``word_keep`` of their tokens (their least
+            informative words dropped), so more of the history survives.
+        shorten: ``False`` keeps turns whole or drops them.
+        min_shortened: a turn is cut to fit the last of the room only when at least this
+            many content tokens remain for it.
+        alternate: keep user/assistant turns alternating (two user turns in a row break many
+            chat templates) by dropping the weaker of two same-side turns that a removal made
+            adjacent, and never start with an assistant turn.
+        image_tokens, per_message, reply_priming: the billing of images, message framing and
+            reply priming.
+        tokenizer, scorer, dedup_threshold, query_weight: as for :func:`ctxkit.compress`.
+
+    Returns:
+        A :class:`~ctxkit.chat.result.CompressChatResult`: the kept messages in the input's
+        format and types, and the ledger of every removed or shortened one. A tool result
+        whose call is not kept is never kept.
+
+    Raises:
+        OptionError: a budget under 1, one too small for the kept messages, or a bad option.
+        InputError: malformed messages (naming the message).
     """
     validate.positive_int(budget, "budget")
     validate.optional_text(query, "query")

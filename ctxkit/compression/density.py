@@ -43,9 +43,9 @@ from ctxkit import validate
 from ctxkit.compression.options import DensityOptions
 from ctxkit.compression.scoring.base import Scorer
 from ctxkit.compression.scoring.registry import get_scorer
-from ctxkit.errors import InputError
+from ctxkit.deduplication.near import near_duplicates
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
-from ctxkit.options import takes_options
+from ctxkit.options import bad_option, takes_options
 
 __all__ = ["DensityResult", "TextDensity", "density", "near_duplicates", "text_densities"]
 
@@ -152,75 +152,6 @@ def text_density(text: str, ids: Sequence[int], bits: np.ndarray | None, n: int 
 
 
 
-_SMALL_CHARS = 20_000  # inputs up to this size check shared shingles with Python sets
-
-
-def near_duplicates(texts: Sequence[str], threshold: float = 0.8) -> list[int]:
-    """For each text, the index of an earlier text it nearly duplicates, else -1.
-
-    :func:`ctxkit.dedup.dedup` with exact matching, then MinHash over word 3-gram shingles at
-    Jaccard ``threshold`` (``1.0``: exact only), both ignoring case, whitespace and
-    punctuation; each cluster keeps its earliest member.
-
-    Example:
-        >>> near_duplicates(["Thanks!", "thanks", "the cat sat on the mat today",
-        ...                  "The cat sat on the mat today!"])
-        [-1, 0, -1, 2]
-    """
-    from ctxkit.deduplication.pipeline import dedup
-
-    if not 0.0 < threshold <= 1.0:
-        raise InputError(f"threshold must be in (0, 1], got {threshold}")
-    if not texts:
-        return []
-    if _no_shared_shingle(texts):
-        return [-1] * len(texts)
-    methods = ["exact"] if threshold >= 1.0 else ["exact", "minhash"]
-    options = {} if threshold >= 1.0 else {"unit": "word", "ngram": 3}
-    res = dedup(list(texts), method=methods, threshold={"minhash": threshold}, keep="first",
-                punctuation=True, **options)
-    return [int(d) for d in res.duplicate_of]
-
-
-def _no_shared_shingle(texts: Sequence[str]) -> bool:
-    """Whether no two of ``texts`` can be duplicates: no word 3-gram shingle (after the
-    normalization :func:`near_duplicates` uses) is in two of them, and at most one has none
-    (texts that normalize to nothing are exact duplicates of each other). MinHash only pairs
-    texts whose shingle sets meet, so the answer is then all -1 without running the dedup
-    pipeline, whose fixed cost dominates on the few sentences of one chat turn.
-
-    Example:
-        >>> _no_shared_shingle(["the cat sat down", "a dog ran off"])
-        True
-        >>> _no_shared_shingle(["The cat sat down.", "Then the cat sat down"])
-        False
-    """
-    from ctxkit.deduplication.normalize import Normalization, normalize_texts
-    from ctxkit.deduplication.shingle import shingles
-    from ctxkit.deduplication.signatures import hash_values
-
-    norm = Normalization(punctuation=True)
-    if sum(map(len, texts)) <= _SMALL_CHARS:
-        # a few sentences: Python sets of word tuples beat the vectorised hashes' fixed cost
-        # (0.07 ms against 0.45 ms for a four-sentence turn) and are exact
-        seen: set[tuple[str, ...]] = set()
-        empty = 0
-        for text in normalize_texts(texts, norm):
-            grams = set(shingles(text, 3, "word"))
-            empty += not grams
-            if empty > 1 or not seen.isdisjoint(grams):
-                return False
-            seen |= grams
-        return True
-    values, offsets = hash_values(texts, ngram=3, unit="word", normalization=norm)
-    sizes = np.diff(offsets)
-    if int(np.count_nonzero(sizes == 0)) > 1:
-        return False
-    owner = np.repeat(np.arange(len(texts)), sizes)
-    distinct = np.unique(np.stack([values.astype(np.uint64), owner.astype(np.uint64)]), axis=1)
-    return len(np.unique(distinct[0])) == distinct.shape[1]
-
-
 def _clusters(dup: list[int], tokens: list[int], top: int) -> list[dict[str, Any]]:
     groups: dict[int, list[int]] = {}
     for i, d in enumerate(dup):
@@ -244,10 +175,21 @@ def density(
 ) -> DensityResult:
     """Density of one text or of a corpus; see the module docstring for every metric.
 
-    ``scorer=None`` skips self-information (and so the composite score). With the ``idf``
-    scorer and no ``wordfreq`` package installed, IDF is fitted on the corpus itself.
-    ``options``: a :class:`~ctxkit.compression.options.DensityOptions`; every option keyword
-    given applies on top of it.
+    Args:
+        text_or_texts: one text or a corpus.
+        options: a :class:`~ctxkit.compression.options.DensityOptions`; every option keyword
+            given applies on top of it. The options:
+        tokenizer: name or tokenizer the tokens are counted in.
+        scorer: the scorer of self-information; ``None`` skips it (and so the composite
+            score). With ``idf`` and no ``wordfreq`` package, IDF is fitted on the corpus.
+        n: word n-gram size of the redundancy and near-duplicate shingles.
+        threshold: Jaccard similarity at which two texts are near duplicates.
+        semantic: also each text's semantic novelty (embeddings).
+        top_clusters: near-duplicate clusters listed.
+
+    Returns:
+        A :class:`DensityResult`: per-text :class:`TextDensity` rows, the corpus figures,
+        each text's near-duplicate (``duplicate_of``) and the largest clusters.
 
     Example:
         >>> rep = density(["a b c", "a b c", "x y z w"], scorer=None)
@@ -292,7 +234,7 @@ def text_densities(
         [3, 1]
     """
     if n < 1:
-        raise InputError(f"n must be >= 1, got {n}")
+        raise bad_option("n", f" must be >= 1, got {n}")
     texts = list(texts)
     tok = resolve_tokenizer(tokenizer)
     ids = tok.encode_batch(texts) if texts else []

@@ -113,8 +113,7 @@ def bm25(units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75) -> 
     if not units:
         return np.zeros(0)
     # accents folded on both sides: a query typed "Kolozsvar" matches "Kolozsvár"; stemmed
-    # on both sides: a question's "play" matches an answer's "played" (HotpotQA at 1/4 of the
-    # tokens, python -m evals.public_compression --tasks hotpot: 0.90 stemmed, 0.89 not)
+    # on both sides: a question's "play" matches an answer's "played" (docs/compression.md)
     vec = CountVectorizer(analyzer=terms)
     try:
         tf = vec.fit_transform(units).tocsc().astype(np.float64)

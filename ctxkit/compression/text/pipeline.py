@@ -63,7 +63,6 @@ import numpy as np
 from ctxkit import validate
 from ctxkit.compression.atoms import atoms, is_protected
 from ctxkit.compression.budgeted import BudgetedResult
-from ctxkit.compression.density import near_duplicates
 from ctxkit.compression.options import GRANULARITIES, CompressOptions, check_budget
 from ctxkit.compression.scoring.base import Scorer
 from ctxkit.compression.scoring.registry import check_scorer, get_scorer
@@ -73,6 +72,7 @@ from ctxkit.compression.text.multihop import chunk_links, repeated_title
 from ctxkit.compression.text.selection import coarse_to_fine_scores, greedy_mmr, unit_scores
 from ctxkit.compression.text.units import forced_mask, input_units, render_units, split_units
 from ctxkit.compression.text.word_pruning import FILLER, fit_tokens, prune_atoms
+from ctxkit.deduplication.near import near_duplicates
 from ctxkit.io.tokenizers import resolve_tokenizer
 from ctxkit.options import bad_option, takes_options
 
@@ -158,20 +158,35 @@ def compress(
 ) -> CompressResult:
     """Shrink a text or a list of chunks to at most ``budget`` tokens, keeping what matters.
 
-    ``granularity``: ``"coarse-to-fine"`` (default: chunks ranked by relevance, then sentences
-    selected, see the module docstring), ``"sentence"`` or ``"chunk"`` (list items, or
-    paragraphs of a string) select whole units scored alone; ``"token"`` keeps every unit and
-    drops low-information words. ``token_drop`` (in [0, 1)) additionally drops that share of
-    each kept unit's words. ``scorer``: ``"embedding"`` (default: the bundled MiniLM fused with
-    BM25, one model pass over the chunks), ``"idf"`` (lexical, no model), ``"lm"`` or a
-    :class:`~ctxkit.compression.scoring.registry.Scorer`. ``reorder="sort"`` emits kept units
-    by score, most useful first (LongLLMLingua), instead of in their original order.
+    Args:
+        text_or_chunks: one text, or retrieved chunks (each a unit of the coarse step).
+        budget: tokens the result may have under ``tokenizer`` (>= 1).
+        query: what the result must answer; relevance to it ranks the units.
+        options: a :class:`~ctxkit.compression.options.CompressOptions`; every option keyword
+            given applies on top of it. The options:
+        tokenizer: name or :class:`~ctxkit.io.tokenizers.Tokenizer` the budget counts in.
+        scorer: ``"embedding"`` (default: the bundled MiniLM fused with BM25, one model pass
+            over the chunks), ``"idf"`` (lexical, no model), ``"lm"`` or a
+            :class:`~ctxkit.compression.scoring.base.Scorer`.
+        granularity: ``"coarse-to-fine"`` (default: chunks ranked by relevance, then
+            sentences selected, see the module docstring), ``"sentence"`` or ``"chunk"`` (list
+            items, or paragraphs of a string) select whole units scored alone; ``"token"``
+            keeps every unit and drops low-information words.
+        force_keep: strings whose units are always kept verbatim.
+        reorder: ``"original"`` order, or ``"sort"``: kept units by score, most useful first
+            (LongLLMLingua).
+        token_drop: share in [0, 1) of each kept unit's words also dropped.
+        dedup_threshold, redundancy, query_weight: the near-duplicate, MMR and
+            relevance-against-information weights of the module docstring's formulas.
 
-    A kept chunk's first sentence is emitted without the chunk's title when it repeats every
-    word of it (module docstring). ``options``: a
-    :class:`~ctxkit.compression.options.CompressOptions`; every option keyword given applies on
-    top of it. Raises :class:`~ctxkit.errors.OptionError` for a budget under 1, a budget too
-    small for the ``force_keep`` parts, or a bad option.
+    Returns:
+        A :class:`CompressResult`: the text (never over ``budget``; a kept chunk's first
+        sentence without the chunk's title when it repeats every word of it) and a ledger
+        of every unit with its score and, for a dropped or shortened one, the reason.
+
+    Raises:
+        OptionError: a budget under 1, a budget too small for the ``force_keep`` parts, or a
+            bad option.
 
     Example:
         >>> chunks = ["Paris is the capital of France.", "Bananas are yellow.",

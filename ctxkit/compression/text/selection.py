@@ -26,8 +26,7 @@ __all__ = ["SENTENCE_WEIGHT", "TIGHT_SENTENCE_WEIGHT", "coarse_to_fine_scores", 
 # coarse-to-fine: how much a sentence's own relevance adds to its chunk's (both in [0, 1])
 SENTENCE_WEIGHT = 0.25
 # under two average chunks of budget: the sentence's own relevance first, its chunk's at half
-# weight as the prior (HotpotQA at 1/8 of the tokens, python -m evals.public_compression
-# --tasks hotpot: 0.43 / 0.44 / 0.40 kept with 1 / 2 / 4)
+# weight as the prior (docs/compression.md, "Constants")
 TIGHT_SENTENCE_WEIGHT = 2.0
 
 

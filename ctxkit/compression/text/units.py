@@ -25,6 +25,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ctxkit.errors import InputError
+
 __all__ = ["forced_mask", "input_units", "render_units", "split_units"]
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
@@ -149,11 +151,11 @@ def input_units(text_or_chunks: str | Sequence[str], granularity: str
         chunks = list(text_or_chunks)
         joins = ["\n\n"] * (len(chunks) - 1) + [""]
     else:
-        raise TypeError("compress needs a str or a list of str chunks, got "
-                        f"{type(text_or_chunks).__name__}")
+        raise InputError("compress needs a str or a list of str chunks, got "
+                         f"{type(text_or_chunks).__name__}")
     for i, c in enumerate(chunks):
         if not isinstance(c, str):
-            raise TypeError(f"chunk {i} is {type(c).__name__}, not str")
+            raise InputError(f"chunk {i} is {type(c).__name__}, not str", index=i)
     units: list[tuple[str, str]] = []
     owner: list[int] = []
     for ci, chunk in enumerate(chunks):

@@ -1,0 +1,125 @@
+"""The near-duplicate finder of one call: which of a few texts repeat each other.
+
+``compress`` (units of one input), ``density`` (the texts of a report) and ``compress_chat``
+(the turns of a history) all ask it. Texts are compared as sets of word 3-gram shingles after
+the normalization ``dedup`` uses (case, whitespace and punctuation folded), with the exact
+Jaccard similarity of every pair that shares a shingle (one sparse product,
+:func:`similar_pairs`); a text under three words is one shingle, and texts that normalize to
+the same string (nothing included) are copies. Where the pairs would be too many to list (a
+large corpus with shared boilerplate: the product's work is the sum over shingles of their
+document frequency squared), the corpus-scale MinHash pipeline (:func:`ctxkit.dedup`)
+answers instead, with the same normalization and threshold.
+
+Example:
+    >>> near_duplicates(["Thanks!", "thanks", "the cat sat on the mat today",
+    ...                  "The cat sat on the mat today!"])
+    [-1, 0, -1, 2]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ctxkit.deduplication.normalize import Normalization, normalize_texts
+from ctxkit.deduplication.signatures import hash_values
+from ctxkit.deduplication.unionfind import connected_components
+from ctxkit.options import bad_option
+
+__all__ = ["EXACT_PAIR_WORK", "near_duplicates", "shingle_sets", "similar_pairs"]
+
+# pairs of shared shingles the exact product may visit; above it MinHash answers
+EXACT_PAIR_WORK = 20_000_000
+_NORM = Normalization(punctuation=True)
+
+
+def shingle_sets(texts: Sequence[str]) -> list[np.ndarray]:
+    """Each text's distinct word 3-gram shingle hashes (64-bit), after case, whitespace and
+    punctuation folding; a text under three words is one shingle, an empty one none.
+
+    Example:
+        >>> [len(s) for s in shingle_sets(["the cat sat on", "Hi!", "?!"])]
+        [2, 1, 0]
+    """
+    values, offsets = hash_values(list(texts), ngram=3, unit="word", normalization=_NORM,
+                                  scheme="affine64")
+    return [np.unique(values[offsets[k]:offsets[k + 1]]) for k in range(len(texts))]
+
+
+def _pair_work(sets: Sequence[np.ndarray]) -> int:
+    if not sets:
+        return 0
+    _, df = np.unique(np.concatenate(sets), return_counts=True)
+    return int((df.astype(np.int64) * (df - 1) // 2).sum())
+
+
+def similar_pairs(sets: Sequence[np.ndarray], threshold: float
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(i, j, jaccard)`` of every pair ``i < j`` whose shingle sets have exact Jaccard
+    similarity at least ``threshold`` (texts without shingles match nothing).
+
+    Example:
+        >>> i, j, jac = similar_pairs([np.array([1, 2, 3]), np.array([2, 3]), np.array([9])],
+        ...                           0.5)
+        >>> i.tolist(), j.tolist(), jac.round(2).tolist()
+        ([0], [1], [0.67])
+    """
+    if not 0.0 < threshold <= 1.0:
+        raise bad_option("threshold", f" must be in (0, 1], got {threshold}")
+    n = len(sets)
+    sizes = np.array([len(s) for s in sets], dtype=np.int64)
+    empty = np.zeros(0, dtype=np.int64)
+    if n < 2 or not sizes.any():
+        return empty, empty, np.zeros(0)
+    from scipy import sparse
+
+    flat = np.concatenate(sets)
+    _, cols = np.unique(flat, return_inverse=True)
+    rows = np.repeat(np.arange(n), sizes)
+    mat = sparse.csr_matrix((np.ones(len(flat), dtype=np.int32), (rows, cols.ravel())),
+                            shape=(n, int(cols.max()) + 1))
+    inter = sparse.triu(mat @ mat.T, k=1).tocoo()
+    i, j, common = inter.row, inter.col, inter.data.astype(np.float64)
+    jac = common / (sizes[i] + sizes[j] - common)
+    hit = jac >= threshold - 1e-12
+    order = np.lexsort((j[hit], i[hit]))
+    return (i[hit][order].astype(np.int64), j[hit][order].astype(np.int64),
+            jac[hit][order])
+
+
+def near_duplicates(texts: Sequence[str], threshold: float = 0.8) -> list[int]:
+    """For each text, the earliest text of its cluster when it nearly duplicates an earlier
+    one, else -1: clusters are connected components of the pairs at word 3-gram Jaccard
+    ``threshold`` or above (``1.0``: exact copies only), so each cluster keeps its earliest
+    member, as ``dedup(keep="first")`` does.
+
+    Example:
+        >>> near_duplicates(["a b c d", "x y z", "A b c d!"], threshold=0.9)
+        [-1, -1, 0]
+    """
+    if not 0.0 < threshold <= 1.0:
+        raise bad_option("threshold", f" must be in (0, 1], got {threshold}")
+    texts = list(texts)
+    if len(texts) < 2:
+        return [-1] * len(texts)
+    sets = shingle_sets(texts)
+    if _pair_work(sets) > EXACT_PAIR_WORK:
+        return _by_minhash(texts, threshold)
+    first: dict[str, int] = {}  # normalized text -> its first index: exact copies
+    edges = [(first.setdefault(t, k), k) for k, t in enumerate(normalize_texts(texts, _NORM))]
+    if threshold < 1.0:
+        i, j, _ = similar_pairs(sets, threshold)
+        edges += list(zip(i.tolist(), j.tolist()))
+    labels = connected_components(len(texts), np.array(edges, dtype=np.int64))
+    return [-1 if int(r) == k else int(r) for k, r in enumerate(labels)]
+
+
+def _by_minhash(texts: list[str], threshold: float) -> list[int]:
+    from ctxkit.deduplication.pipeline import dedup
+
+    methods = ["exact"] if threshold >= 1.0 else ["exact", "minhash"]
+    options = {} if threshold >= 1.0 else {"unit": "word", "ngram": 3}
+    res = dedup(texts, method=methods, threshold={"minhash": threshold}, keep="first",
+                punctuation=True, **options)
+    return [int(d) for d in res.duplicate_of]
