@@ -50,6 +50,8 @@ __all__ = [
 ]
 
 TEMPLATES = ("alpaca", "messages")
+# keys of a top-level JSON object that may wrap the records (see _iter_json)
+WRAPPER_KEYS = ("data", "records")
 _ALPACA_OUTPUT_KEYS = ("output", "response", "completion")
 _WS = re.compile(r"[ \t\n\r]*")
 _BOM = b"\xef\xbb\xbf"  # Windows tools start UTF-8 files with it; JSON forbids it
@@ -262,9 +264,25 @@ def _iter_json_array(path: Path, text: str, start: int) -> Iterator[Row]:
                           "invalid JSON: extra data after the array")
 
 
-def _iter_json(path: Path) -> Iterator[Row]:
-    """A JSON document: an array of records, ``{"data": [...]}`` (one list value), or one
-    record."""
+def _record_keys(field: str | None, template: str | None) -> tuple[str, ...]:
+    """Keys whose presence makes a top-level JSON object a record (see :func:`_iter_json`)."""
+    if template == "alpaca":
+        return ("instruction",)
+    if template == "messages":
+        return MESSAGE_KEYS
+    return (field or "text",)
+
+
+def _iter_json(path: Path, record_keys: tuple[str, ...] = ("text",)) -> Iterator[Row]:
+    """A JSON document: an array of records, a wrapper object, or one record.
+
+    A top-level object is one record, whatever lists of objects it holds (a document's
+    ``chunks`` stay inside it). It is a wrapper only when it has none of ``record_keys`` (the
+    text field, or the template's keys) and exactly one of :data:`WRAPPER_KEYS` holds a list:
+    then that list's elements are the records (``{"version": ..., "data": [...]}`` as SQuAD
+    and ``datasets.load_dataset("json", field="data")`` use it) and its other keys are
+    metadata.
+    """
     text = _read_text(path)
     start = _WS.match(text).end()
     if text.startswith("[", start):
@@ -275,11 +293,9 @@ def _iter_json(path: Path) -> Iterator[Row]:
     except json.JSONDecodeError as exc:
         raise _json_error(path, exc) from None
     if isinstance(data, Mapping):
-        # {"data": [{...}, ...]}: one list of objects (a record's list of tags is no wrapper)
-        lists = [v for v in data.values()
-                 if isinstance(v, list) and v and all(isinstance(x, Mapping) for x in v)]
-        if len(lists) == 1 and not any(k in data for k in MESSAGE_KEYS):
-            for element, obj in enumerate(lists[0]):  # lines unknown inside a wrapper
+        wrappers = [k for k in WRAPPER_KEYS if isinstance(data.get(k), list)]
+        if len(wrappers) == 1 and not any(k in data for k in record_keys):
+            for element, obj in enumerate(data[wrappers[0]]):  # lines unknown inside it
                 yield Location(str(path), element=element), obj, None
             return
         yield Location(str(path), 1 + text.count("\n", 0, start)), data, None
@@ -365,7 +381,10 @@ def read_records(
     ``on_error="raise"`` stops at the first bad record with a :class:`RecordError` naming the
     file and line (``element N`` of a JSON array, ``row N`` of a Parquet file); ``"skip"``
     records it in ``report.skipped`` and goes on. JSONL and Parquet are streamed; a JSON
-    document is parsed whole. A missing input is an ``InputNotFoundError`` (also a
+    document is parsed whole: an array of records, or one object, which is one record unless
+    it is a ``{"data": [...]}`` or ``{"records": [...]}`` wrapper without the text field (the
+    rule of :func:`_iter_json`), so a record's own lists of objects never replace it. A
+    missing input is an ``InputNotFoundError`` (also a
     ``FileNotFoundError``), a directory an ``InputError``.
 
     Example:
@@ -385,7 +404,10 @@ def read_records(
     report = report if report is not None else ReadReport()
     report.source = str(path)
     fmt = _format_of(path)
-    rows = {"jsonl": _iter_jsonl, "json": _iter_json, "parquet": _iter_parquet}[fmt](path)
+    if fmt == "json":
+        rows = _iter_json(path, _record_keys(field, template))
+    else:
+        rows = {"jsonl": _iter_jsonl, "parquet": _iter_parquet}[fmt](path)
     for index, (loc, obj, error) in enumerate(rows):
         try:
             if error is not None:
