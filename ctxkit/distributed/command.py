@@ -125,7 +125,8 @@ def run_command(
     except OptionError as exc:
         raise cli_option_error(exc) from None
     _format_of(uri(input_path))
-    target = check_output(output, OUTPUTS[command], input_path=input_path, report=report_path)
+    target = check_output(output, OUTPUTS[command], input_path=input_path, report=report_path,
+                          ids_file=command == "embed" and bool(options.get("ids")))
     reader = _Reader(str(input_path), None if template else (field or "text"), template,
                      id_field)
     ray = require_ray()
