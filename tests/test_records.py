@@ -206,3 +206,16 @@ def test_cli_commands_keep_a_one_record_json_file_whole(tmp_path, capsys):
             assert rows[0]["seq_lengths"][0] > 5  # the document, not a two-word chunk
         else:
             assert [(r["id"], r["chunks"]) for r in rows] == [("doc1", DOC["chunks"])]
+
+
+def test_missing_text_field_names_the_template_that_reads_the_record(tmp_path):
+    p = tmp_path / "a.jsonl"
+    p.write_text(json.dumps({"instruction": "Add", "input": "", "output": "5"}) + "\n"
+                 + json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n"
+                 + json.dumps({"body": "x"}) + "\n")
+    report = ReadReport()
+    assert list(read_records(p, on_error="skip", report=report)) == []
+    assert [e.reason for e in report.skipped] == [
+        "missing field 'text' (it has 'instruction' and 'output': the alpaca template reads it)",
+        "missing field 'text' (it has 'messages': the messages template reads it)",
+        "missing field 'text'"]

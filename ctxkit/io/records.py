@@ -128,6 +128,14 @@ def format_alpaca_prompt(instruction: str, input_text: str = "") -> str:
     )
 
 
+def _template_hint(obj: Mapping[str, Any]) -> str:
+    """Which template reads a record that lacks the text field, when its keys say so."""
+    if "instruction" in obj and any(k in obj for k in _ALPACA_OUTPUT_KEYS):
+        return " (it has 'instruction' and 'output': the alpaca template reads it)"
+    key = next((k for k in MESSAGE_KEYS if k in obj), None)
+    return "" if key is None else f" (it has {key!r}: the messages template reads it)"
+
+
 def record_from_dict(
     obj: Any,
     *,
@@ -185,7 +193,7 @@ def record_from_dict(
         text = "\n".join(f"{m['role']}: {m['content']}" for m in messages)
         return Record(id=rid, text=text, line=line, messages=messages, raw=raw, location=loc)
     if field not in obj:
-        raise bad(f"missing field {field!r}")
+        raise bad(f"missing field {field!r}{_template_hint(obj)}")
     value = obj[field]
     if not isinstance(value, str):
         raise bad(f"field {field!r} is {type(value).__name__}, not text")
