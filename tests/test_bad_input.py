@@ -556,7 +556,7 @@ def test_compress_query_field_not_text_names_the_record(tmp_path, capsys):
                    '{"id": "b", "text": "seven eight nine ten eleven", "q": 7}\n')
     out = tmp_path / "o.jsonl"
     fails(capsys, "compress", src, "--budget", "3", "--scorer", "idf", "--query-field", "q",
-          "-o", out, match=r"in\.jsonl:2 \(id 1\): query field 'q' is int, not text")
+          "-o", out, match=r"in\.jsonl:2 \(id b\): query field 'q' is int, not text")
     assert not out.exists()
 
 

@@ -38,7 +38,8 @@ ReportOpt = Annotated[Path | None, typer.Option(
 FieldOpt = Annotated[str | None, typer.Option("--field", help="Text field (default: text).")]
 TemplateOpt = Annotated[str | None, typer.Option("--template", help="alpaca or messages.")]
 IdFieldOpt = Annotated[str | None, typer.Option(
-    "--id-field", help="Field holding each record's id (default: its position).")]
+    "--id-field", help="Field holding each record's id (default: its own `id` field, a "
+                       "string or an integer, else its position).")]
 SkipBadOpt = Annotated[bool, typer.Option(
     "--skip-bad", help="Skip invalid records (counted and listed in the report).")]
 InPlaceOpt = Annotated[bool, typer.Option(

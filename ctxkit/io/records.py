@@ -1,7 +1,8 @@
 """Reading records: JSONL, JSON documents and Parquet, validated, with real locations.
 
-Every record keeps an ``id`` (its ``--id-field`` value, else its 0-based position in the
-file) so later stages can report what they dropped by the id a user recognises, and its
+Every record keeps an ``id`` so later stages can report what they dropped by the id a user
+recognises (:func:`record_id`: its ``--id-field`` value; without one, its own ``id`` field
+when that is a string or an integer; else its 0-based position in the file), and its
 :class:`~ctxkit.errors.Location`: the real line of a JSONL line or of a JSON array element
 (with the element's index), or the row of a Parquet file. A bad record either raises
 :class:`RecordError` naming that location, or, with ``on_error="skip"``, is listed in the
@@ -39,6 +40,7 @@ __all__ = [
     "read_records",
     "check_input",
     "record_from_dict",
+    "record_id",
     "format_alpaca_prompt",
     "normalize_messages",
     "atomic_write",
@@ -50,6 +52,7 @@ __all__ = [
 ]
 
 TEMPLATES = ("alpaca", "messages")
+ID_FIELD = "id"  # a record's own id, used when no id field is given (see record_id)
 # keys of a top-level JSON object that may wrap the records (see _iter_json)
 WRAPPER_KEYS = ("data", "records")
 _ALPACA_OUTPUT_KEYS = ("output", "response", "completion")
@@ -128,6 +131,20 @@ def format_alpaca_prompt(instruction: str, input_text: str = "") -> str:
     )
 
 
+def record_id(own: Any, index: int) -> str:
+    """The id of a record read without an id field: ``own`` (its ``id`` field) when it is a
+    string or an integer, else its 0-based position ``index`` (a missing or null ``id``, or
+    one of another type: a position is then the only id that names it reliably).
+
+    Example:
+        >>> record_id("doc-7", 3), record_id(7, 3), record_id(None, 3), record_id([1], 3)
+        ('doc-7', '7', '3', '3')
+    """
+    if isinstance(own, str) or (isinstance(own, int) and not isinstance(own, bool)):
+        return str(own)
+    return str(index)
+
+
 def _template_hint(obj: Mapping[str, Any]) -> str:
     """Which template reads a record that lacks the text field, when its keys say so."""
     if "instruction" in obj and any(k in obj for k in _ALPACA_OUTPUT_KEYS):
@@ -168,6 +185,8 @@ def record_from_dict(
         if id_field not in obj:
             raise bad(f"missing id field {id_field!r}")
         rid = str(obj[id_field])
+    else:
+        rid = record_id(obj.get(ID_FIELD), index)
     raw = dict(obj)
     line = loc.line
     if template == "alpaca":
