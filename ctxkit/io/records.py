@@ -384,6 +384,9 @@ def check_input(path: str | os.PathLike) -> Path:
         ...
         ctxkit.errors.InputNotFoundError: input file not found: /no/such/file.jsonl
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"path must be a str or os.PathLike naming a file, got "
+                         f"{type(path).__name__}")
     path = Path(path)
     if not path.exists():
         raise InputNotFoundError(path)
