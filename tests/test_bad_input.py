@@ -571,6 +571,27 @@ def test_unknown_granularity_is_refused_before_work(tmp_path, capsys, src, monke
           "nope", match=r"^error: --granularity 'nope' is unknown; choose one of")
 
 
+def test_options_that_do_nothing_alone_are_refused(tmp_path, capsys, src):
+    chat = write_jsonl(tmp_path / "chat.jsonl")
+    out = tmp_path / "o.jsonl"
+    cases = [
+        (["compress", src, "-b", "10", "-o", out, "--kv-dtype", "fp8"], "--kv-dtype", "--kv-model"),
+        (["chat", chat, "-b", "40", "-o", out, "--kv-dtype", "bfloat16"], "--kv-dtype",
+         "--kv-model"),
+        (["chat", chat, "-b", "40", "-o", out, "--summary-model", "qwen"], "--summary-model",
+         "--summarize"),
+        (["chat", chat, "-b", "40", "-o", out, "--summarize", "extractive", "--summary-model",
+          "qwen"], "--summary-model", "--summarize"),
+        (["eval", src, "-o", tmp_path / "r", "--kv-batch-size", "4"], "--kv-batch-size",
+         "--kv-model"),
+        (["eval", src, "-o", tmp_path / "r", "--embed-sample", "8"], "--embed-sample",
+         "--embedding"),
+    ]
+    for args, flag, needed in cases:
+        fails(capsys, *args, match=rf"^error: {flag} .*{needed}")
+    assert not out.exists() and not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize("command", ["pack", "dedup", "eval", "demo"])
 def test_negative_seed_in_ctxkit_words(tmp_path, capsys, src, command):
     args = {"pack": ["pack", src, "-c", "64", "-o", tmp_path / "o.jsonl"],

@@ -72,6 +72,16 @@ KvDtypeOpt = Annotated[str, typer.Option(
 KV_DTYPE = "bfloat16"
 
 
+def refuse_unused(ctx: typer.Context, param: str, flag: str, needed: str,
+                  present: bool) -> None:
+    """``flag`` written on the command line (not left at its default) does nothing unless
+    ``needed`` is given too (``present``): an error naming both, not a silent no-op."""
+    source = ctx.get_parameter_source(param)
+    if not present and getattr(source, "name", None) in ("COMMANDLINE", "ENVIRONMENT"):
+        raise OptionError(flag, f"{flag} does nothing without {needed}; add {needed} or drop "
+                                f"{flag}")
+
+
 def check_seed(seed: int | None) -> None:
     """A seed is an integer >= 0 (numpy's generators take no other)."""
     if seed is not None and seed < 0:
