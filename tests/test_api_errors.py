@@ -228,7 +228,33 @@ CASES = [
     ("tokenizer-unknown", lambda: ctxkit.get_tokenizer("nope"), "tokenizer"),
     ("tokenizer-hf-missing", lambda: ctxkit.get_tokenizer("hf:/nonexistent"), "tokenizer"),
     ("scorer-unknown", lambda: ctxkit.get_scorer("nope"), "scorer"),
+    ("tokenizer-list", lambda: ctxkit.get_tokenizer(["cl100k_base"]), "tokenizer"),
+    # reading records
+    ("read-none", lambda: list(ctxkit.read_records(None)), "path"),
+    ("read-int", lambda: list(ctxkit.read_records(3)), "path"),
+    ("read-list", lambda: list(ctxkit.read_records(["a.jsonl"])), "path"),
+    # the packed encoder
+    ("encoder-missing-dir", lambda: ctxkit.PackedEncoder(model="/nonexistent/model"),
+     "model"),
+    ("encoder-model-int", lambda: ctxkit.PackedEncoder(model=3), "model"),
+    ("encode-none", lambda: _encoder().encode(None), "texts"),
+    ("encode-str", lambda: _encoder().encode("one text"), "texts"),
+    ("encode-none-item", lambda: _encoder().encode(["a", None]), "text 1"),
+    ("tokenize-none-item", lambda: _encoder().tokenize([None]), "text 0"),
+    # billing and message dedup
+    ("billed-negative", lambda: _accounting().billed(-1), "cached_price"),
+    ("billed-nan", lambda: _accounting().turns[0].billed(NAN), "cached_price"),
+    ("dedup-messages-role-typo", lambda: ctxkit.dedup_messages(CHAT, roles=["asistant"]),
+     "roles"),
 ]
+
+
+def _encoder():
+    return ctxkit.PackedEncoder(device="cpu")
+
+
+def _accounting():
+    return ctxkit.cache_accounting([CHAT, CHAT + [{"role": "user", "content": "more"}]])
 
 
 def _memory_with_chat():

@@ -219,6 +219,47 @@ def test_output_equal_to_input_is_refused(tmp_path, capsys, command):
     unchanged((src, before))
 
 
+def test_files_written_beside_the_output_never_replace_an_input(tmp_path, capsys):
+    ids = write_jsonl(tmp_path / "v.npy.ids.jsonl")  # embed --ids writes <output>.ids.jsonl
+    before = ids.read_bytes()
+    fails(capsys, "embed", ids, "-o", tmp_path / "v.npy", "--ids", "--device", "cpu",
+          match=r"file .*v\.npy\.ids\.jsonl would overwrite the input")
+    link = tmp_path / "link.jsonl"  # the same file by another name
+    link.symlink_to(ids)
+    fails(capsys, "embed", link, "-o", tmp_path / "v.npy", "--ids", "--device", "cpu",
+          match="would overwrite the input")
+    src = write_jsonl(tmp_path / "in.jsonl")
+    fails(capsys, "embed", src, "-o", tmp_path / "v.npy", "--ids", "--device", "cpu",
+          "--report", ids, match=r"report .*would overwrite the file")
+    unchanged((ids, before))
+    assert not (tmp_path / "v.npy").exists()
+
+
+def test_eval_report_files_never_replace_the_input(tmp_path, capsys):
+    rep = tmp_path / "rep"
+    rep.mkdir()
+    for name in ("report.json", "lengths.png"):
+        inp = write_jsonl(rep / name) if name.endswith(".json") else None
+        if inp is None:  # the input reached through a link named like a plot
+            inp = rep / name
+            inp.symlink_to(write_jsonl(tmp_path / "in.jsonl"))
+            inp = tmp_path / "in.jsonl"
+        before = inp.read_bytes()
+        fails(capsys, *COMMANDS["eval"](inp, rep), match="would overwrite the input")
+        unchanged((inp, before))
+        assert sorted(p.name for p in rep.iterdir()) == sorted(
+            ["report.json"] + (["lengths.png"] if name == "lengths.png" else []))
+
+
+def test_ray_ids_file_is_checked_against_the_input(tmp_path):
+    from ctxkit.distributed.output import check_output
+
+    ids = write_jsonl(tmp_path / "v.npy.ids.jsonl")
+    with pytest.raises(InputError, match="would overwrite the input"):
+        check_output(tmp_path / "v.npy", (".npy", ".parquet"), input_path=ids, ids_file=True)
+    check_output(tmp_path / "v.npy", (".npy", ".parquet"), input_path=ids)  # no ids: no file
+
+
 def test_no_hint_names_a_flag_the_command_lacks(tmp_path, capsys):
     src = write_jsonl(tmp_path / "in.json")  # density has no --in-place: no hint for it
     line = fails(capsys, "density", src, "-o", src, match="is the input file")
@@ -515,7 +556,7 @@ def test_compress_query_field_not_text_names_the_record(tmp_path, capsys):
                    '{"id": "b", "text": "seven eight nine ten eleven", "q": 7}\n')
     out = tmp_path / "o.jsonl"
     fails(capsys, "compress", src, "--budget", "3", "--scorer", "idf", "--query-field", "q",
-          "-o", out, match=r"in\.jsonl:2 \(id 1\): query field 'q' is int, not text")
+          "-o", out, match=r"in\.jsonl:2 \(id b\): query field 'q' is int, not text")
     assert not out.exists()
 
 
@@ -528,6 +569,27 @@ def test_unknown_granularity_is_refused_before_work(tmp_path, capsys, src, monke
     monkeypatch.setattr(job, "is_records_path", lambda p: pytest.fail("work started"))
     fails(capsys, "compress", src, "-b", "10", "-o", tmp_path / "o.jsonl", "--granularity",
           "nope", match=r"^error: --granularity 'nope' is unknown; choose one of")
+
+
+def test_options_that_do_nothing_alone_are_refused(tmp_path, capsys, src):
+    chat = write_jsonl(tmp_path / "chat.jsonl")
+    out = tmp_path / "o.jsonl"
+    cases = [
+        (["compress", src, "-b", "10", "-o", out, "--kv-dtype", "fp8"], "--kv-dtype", "--kv-model"),
+        (["chat", chat, "-b", "40", "-o", out, "--kv-dtype", "bfloat16"], "--kv-dtype",
+         "--kv-model"),
+        (["chat", chat, "-b", "40", "-o", out, "--summary-model", "qwen"], "--summary-model",
+         "--summarize"),
+        (["chat", chat, "-b", "40", "-o", out, "--summarize", "extractive", "--summary-model",
+          "qwen"], "--summary-model", "--summarize"),
+        (["eval", src, "-o", tmp_path / "r", "--kv-batch-size", "4"], "--kv-batch-size",
+         "--kv-model"),
+        (["eval", src, "-o", tmp_path / "r", "--embed-sample", "8"], "--embed-sample",
+         "--embedding"),
+    ]
+    for args, flag, needed in cases:
+        fails(capsys, *args, match=rf"^error: {flag} .*{needed}")
+    assert not out.exists() and not (tmp_path / "r").exists()
 
 
 @pytest.mark.parametrize("command", ["pack", "dedup", "eval", "demo"])

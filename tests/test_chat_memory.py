@@ -8,7 +8,7 @@ import pytest
 import ctxkit
 from ctxkit.chat.memory import ChatMemory
 from ctxkit.chat.pipeline import compress_chat, count_chat_tokens
-from ctxkit.errors import InputError
+from ctxkit.errors import InputError, OptionError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -103,6 +103,34 @@ def test_round_trip_is_json_safe_and_equal():
     assert a.messages == b.messages and a.ledger == b.ledger
     back.add({"role": "user", "content": "And the invoice number?"})
     assert back.compress().messages[-1]["content"] == "And the invoice number?"
+
+
+def test_a_snapshot_loads_only_what_the_restoring_caller_allows():
+    from ctxkit.io.tokenizers import get_tokenizer, minilm_path
+
+    mem = ChatMemory(budget=300, keep_last=1, scorer="idf")
+    mem.extend(conversation(6, seed=4))
+    snapshot = json.loads(json.dumps(mem.to_dict()))
+    hf = f"hf:{minilm_path()}"  # a real local model: loading it would succeed
+    for field, spec in (("tokenizer", hf), ("scorer", "cross-encoder:/srv/any/model")):
+        bad = {**snapshot, field: spec}
+        with pytest.raises(InputError, match=rf"snapshot field '{field}' is .*loads a model "
+                                             rf"from a path.*{field}=.*allow="):
+            ChatMemory.from_dict(bad)
+    # the caller's choice: an allow-list of exact specs, or the tokenizer/scorer to use
+    back = ChatMemory.from_dict({**snapshot, "tokenizer": hf}, allow=[hf])
+    assert back.to_dict()["tokenizer"] == hf
+    with pytest.raises(InputError, match="path"):
+        ChatMemory.from_dict({**snapshot, "tokenizer": hf}, allow=["hf:/other"])
+    back = ChatMemory.from_dict({**snapshot, "tokenizer": hf,
+                                 "scorer": "cross-encoder:/srv/any/model"},
+                                tokenizer=get_tokenizer("cl100k_base"), scorer="idf")
+    assert back.compress().messages == mem.compress().messages
+    assert back.to_dict()["tokenizer"] == "cl100k_base"
+    with pytest.raises(OptionError, match="allow"):
+        ChatMemory.from_dict(snapshot, allow="hf:/x")
+    # built-in names restore as before
+    assert ChatMemory.from_dict({**snapshot, "tokenizer": "minilm"}).budget == 300
 
 
 def test_budget_override_query_and_public_export():

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+import time
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 
 import pytest
 
@@ -237,6 +239,104 @@ def test_openai_summarizer_errors_name_the_endpoint(endpoint):
     closed = openai_summarizer("http://127.0.0.1:9/v1", model="tiny", timeout=5)
     with pytest.raises(InputError, match="did not answer"):
         closed([{"role": "user", "content": "hi"}], None)
+
+
+@contextmanager
+def _serve(handler):
+    """``handler`` served on 127.0.0.1 in a thread; yields the base URL, stops on exit."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _redirecting(location):
+    seen = []
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            seen.append((self.path, self.headers.get("Authorization")))
+            self.send_response(302)
+            self.send_header("Location", location(self.path))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST  # noqa: N815
+
+        def log_message(self, *args):
+            pass
+
+    return Redirect, seen
+
+
+def test_openai_summarizer_never_sends_the_key_to_another_origin(endpoint):
+    other = endpoint.replace("/v1", "")  # the completion server: another port, another origin
+    handler, seen = _redirecting(lambda path: other + path)
+    with _serve(handler) as first:
+        s = openai_summarizer(first + "/v1", model="tiny", api_key="secret", timeout=5)
+        with pytest.raises(InputError, match=r"redirected to another origin \(http://127"):
+            s([{"role": "user", "content": "hi"}], None)
+    assert seen == [("/v1/chat/completions", "Bearer secret")]
+    assert _Handler.requests == []  # the other origin saw nothing, key or not
+
+
+def test_openai_summarizer_follows_a_redirect_within_its_origin():
+    class Moved(_Handler):
+        def do_POST(self):  # noqa: N802
+            if not self.path.startswith("/old"):
+                return super().do_POST()
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(307)  # keeps the method and the body
+            self.send_header("Location", self.path.replace("/old", ""))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    _Handler.requests, _Handler.status = [], 200
+    with _serve(Moved) as base:
+        s = openai_summarizer(base + "/old/v1", model="tiny", api_key="k", timeout=5)
+        assert s([{"role": "user", "content": "hi"}], None) == "Ana moved to Porto in 2021."
+    assert _Handler.requests[-1]["path"] == "/v1/chat/completions"
+    assert _Handler.requests[-1]["auth"] == "Bearer k"
+
+
+class _Trickle(BaseHTTPRequestHandler):
+    """Answers one byte every 0.2 s: each read is quick, the whole reply takes 20 s."""
+
+    in_headers = False
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" \
+               b"Content-Length: 100\r\n\r\n"
+        body = json.dumps({"choices": [{"message": {"content": "x" * 58}}]}).encode()
+        if not type(self).in_headers:
+            self.wfile.write(head)
+            head = b""
+        try:
+            for byte in head + body[:100]:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(0.2)
+        except OSError:  # the client hung up: done
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("in_headers", [False, True])
+def test_openai_summarizer_timeout_is_a_deadline(in_headers):
+    _Trickle.in_headers = in_headers
+    with _serve(_Trickle) as base:
+        s = openai_summarizer(base + "/v1", model="tiny", timeout=1)
+        start = time.monotonic()
+        with pytest.raises(InputError, match=r"did not answer within 1 s"):
+            s([{"role": "user", "content": "hi"}], None)
+        assert time.monotonic() - start < 2.5
 
 
 # --- SmolLM2: the [lm] extra, run as the lm scorer tests are (opt-in, model installed)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from ctxkit.embedding.classifier import PackedClassifier, scores_from_logits
+from ctxkit.errors import InputError
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
@@ -175,14 +176,16 @@ def test_scores_follow_the_pipeline_rule():
 def test_bad_inputs_and_models(tokenizer, tmp_path, cross_encoder):
     _, path = cross_encoder
     clf = PackedClassifier(path, device="cpu")
-    with pytest.raises(TypeError, match="not one str"):
+    with pytest.raises(InputError, match="not one str"):
         clf.predict("one text")
-    with pytest.raises(TypeError, match="input 1 is a pair but input 0 is a text"):
+    with pytest.raises(InputError, match="input 1 is a pair but input 0 is a text"):
         clf.predict(["a", ("q", "d")])
-    with pytest.raises(TypeError, match="input 1 is a tuple of 3"):
+    with pytest.raises(InputError, match="input 1 is a tuple of 3"):
         clf.predict([("q", "d"), ("q", "d", "e")])
-    with pytest.raises(TypeError, match="input 0 is NoneType"):
+    with pytest.raises(InputError, match="input 0 is NoneType"):
         clf.predict([None])
+    with pytest.raises(InputError, match="inputs must be a list"):
+        clf.predict(None)
     assert clf.predict([]).shape == (0, 1)
     with pytest.raises(ValueError, match="model directory not found"):
         PackedClassifier(tmp_path / "missing", device="cpu")

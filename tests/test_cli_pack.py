@@ -92,10 +92,10 @@ def test_pack_train_on_prompt_flat_jsonl(tmp_path, capsys):
                  "--layout", "flat", "--label-separators", "-o", str(out), "--no-progress"])
     assert code == 0, _text(capsys)
     expected = {}
-    for i, r in enumerate(recs):
+    for r in recs:
         ids = TOK.encode(format_alpaca_prompt(r["instruction"], r["input"])) + TOK.encode(
             r["output"]) + [EOS]
-        expected[str(i)] = (ids, ids)
+        expected[r["id"]] = (ids, ids)
     seen = _check_output(_rows(out), expected, 2048, padded=False)
     assert seen == {k: len(v[0]) for k, v in expected.items()}
 

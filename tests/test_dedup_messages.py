@@ -68,3 +68,16 @@ def test_edge_cases():
     assert dedup_messages(parts).kept == [1, 2, 3]
     with pytest.raises(ValueError, match="role"):
         dedup_messages([{"content": "x"}])
+
+
+def test_roles_take_sharegpt_names_and_refuse_unknown_ones():
+    from ctxkit.errors import OptionError
+
+    turns = [{"from": "human", "value": "What is the refund window for orders?"},
+             {"from": "gpt", "value": "Refunds are accepted within 30 days of delivery."},
+             {"from": "human", "value": "And for gift cards?"},
+             {"from": "gpt", "value": "Refunds are accepted within 30 days of delivery."}]
+    res = dedup_messages(turns, roles=["gpt"])
+    assert [e["index"] for e in res.ledger] == [1]
+    with pytest.raises(OptionError, match=r"roles: unknown role 'asistant'"):
+        dedup_messages(turns, roles=["asistant"])

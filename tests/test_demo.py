@@ -166,3 +166,21 @@ def test_cli_prints_every_stage(capsys, tmp_path):
     assert sum(1 for _ in open(data, encoding="utf-8")) == 120
     assert main(["demo", "--n", "50", "--embed-texts", "-1"]) == 2
 
+
+
+def test_written_data_runs_through_the_commands_with_their_defaults(capsys, tmp_path):
+    import json
+
+    from ctxkit.deduplication.options import MinHashOptions
+
+    data, kept = tmp_path / "demo.jsonl", tmp_path / "kept.jsonl"
+    assert main(["demo", "--n", "150", "--capacity", "512", "--embed-texts", "0",
+                 "--write-data", str(data)]) == 0
+    assert main(["dedup", str(data), "-o", str(kept), "--report", str(tmp_path / "r.json"),
+                 "--no-progress"]) == 0, capsys.readouterr().err
+    run = run_demo(150, capacity=512, chat_turns=6, embed_texts=0)
+    assert run.dedup.threshold == MinHashOptions().threshold  # the demo runs what dedup runs
+    ids = [json.loads(line)["id"] for line in kept.read_text().splitlines()]
+    assert ids == [run.data.records[i]["id"] for i in run.dedup.kept]
+    assert main(["pack", str(data), "-c", "2048", "--template", "alpaca", "-o",
+                 str(tmp_path / "p.parquet"), "--no-progress"]) == 0

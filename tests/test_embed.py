@@ -23,7 +23,7 @@ from ctxkit.embedding.ops import (
     varlen_attention_reference,
     varlen_inputs,
 )
-from ctxkit.errors import OptionError
+from ctxkit.errors import InputError, OptionError
 from ctxkit.packing.plan import pack_lengths
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
@@ -114,9 +114,9 @@ def test_order_duplicates_and_small_batches(enc):
 def test_empty_input_and_bad_input(enc):
     assert enc.encode([]).shape == (0, enc.dim)
     assert enc.last_stats.texts == 0
-    with pytest.raises(TypeError, match="not one str"):
+    with pytest.raises(InputError, match="got one str; wrap a single text in a list"):
         enc.encode("just one string")
-    with pytest.raises(TypeError, match="text 1 is int"):
+    with pytest.raises(InputError, match="text 1 of texts is int"):
         enc.encode(["ok", 3])
     with pytest.raises(ValueError, match="batch_tokens"):
         enc.encode(["x"], batch_tokens=-1)

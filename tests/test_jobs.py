@@ -97,3 +97,24 @@ def test_chat_report_codes(tmp_path):
     out = json.loads((tmp_path / "out.json").read_text())
     assert [m["content"] for m in out] == ["Be terse.", "My locker code is 4417.",
                                            "What is my locker code?"]
+
+
+def test_records_own_id_names_them_in_reports_and_outputs(tmp_path):
+    from ctxkit.jobs import run_embed
+
+    rows = [{"id": "doc-a", "text": "alpha beta gamma delta"},
+            {"id": "doc-b", "text": "alpha beta gamma delta"},
+            {"id": 7, "text": "something else entirely"},
+            {"text": "no id of its own here"},  # no id: its position
+            {"id": None, "text": "a null id is no id at all"}]
+    src = jsonl(tmp_path / "in.jsonl", rows)
+    rep = run_dedup(Source(src), Target(tmp_path / "o.jsonl"), method="exact")
+    assert [(d["id"], d["duplicate_of"]) for d in rep.duplicates] == [("doc-b", "doc-a")]
+    rep = run_embed(Source(src), Target(tmp_path / "v.npy"), ids=True, device="cpu")
+    ids = (tmp_path / "v.npy.ids.jsonl").read_text().splitlines()
+    assert [json.loads(i) for i in ids] == ["doc-a", "doc-b", "7", "3", "4"]
+    # --id-field still chooses
+    rows = [{**r, "key": f"k{i}"} for i, r in enumerate(rows)]
+    src = jsonl(tmp_path / "in.jsonl", rows)
+    rep = run_dedup(Source(src, id_field="key"), Target(tmp_path / "o.jsonl"), method="exact")
+    assert [(d["id"], d["duplicate_of"]) for d in rep.duplicates] == [("k1", "k0")]

@@ -145,3 +145,77 @@ def test_utf8_bom_is_ignored(tmp_path):
     (tmp_path / "b.json").write_bytes(bom + b'{"text": "a"}\n{"text": "b"}\n')
     for name in ("a.jsonl", "a.json", "b.json"):
         assert [r.text for r in read_records(tmp_path / name)] == ["a", "b"], name
+
+
+DOC = {"id": "doc1", "text": "The whole document about packing and deduplication.",
+       "chunks": [{"text": "chunk a"}, {"text": "chunk b"}]}
+
+
+def test_one_json_object_is_one_record_whatever_lists_it_holds(tmp_path):
+    p = tmp_path / "doc.json"
+    for dump in (json.dumps(DOC), json.dumps(DOC, indent=2)):  # one line, or pretty-printed
+        p.write_text(dump)
+        recs = list(read_records(p))
+        assert [(r.text, r.raw["chunks"]) for r in recs] == [(DOC["text"], DOC["chunks"])]
+    # with another text field, the object is still the record that field is read from
+    p.write_text(json.dumps({"title": "T", "chunks": DOC["chunks"]}))
+    assert [r.text for r in read_records(p, field="title")] == ["T"]
+    # an object without the text field and without a wrapper key is a record that fails
+    p.write_text(json.dumps({"id": "doc1", "chunks": DOC["chunks"]}))
+    with pytest.raises(RecordError, match=r"doc\.json:1 .*missing field 'text'"):
+        list(read_records(p))
+
+
+def test_json_wrapper_only_by_a_known_key_without_the_text_field(tmp_path):
+    p = tmp_path / "w.json"
+    p.write_text(json.dumps({"version": "1.1", "data": [{"text": "a"}, {"text": "b"}]}))
+    assert [(r.text, r.location.element) for r in read_records(p)] == [("a", 0), ("b", 1)]
+    p.write_text(json.dumps({"records": [{"body": "a"}]}))
+    assert [r.text for r in read_records(p, field="body")] == ["a"]
+    p.write_text(json.dumps({"data": ["a", "b"]}))  # a wrapper's bad element is named
+    with pytest.raises(RecordError, match=r"element 0.*expected a JSON object, got str"):
+        list(read_records(p))
+    # the text field present, or two wrapper keys: one record, never unwrapped
+    p.write_text(json.dumps({"text": "t", "data": [{"text": "a"}]}))
+    assert [r.text for r in read_records(p)] == ["t"]
+    p.write_text(json.dumps({"data": [{"text": "a"}], "records": [{"text": "b"}]}))
+    with pytest.raises(RecordError, match="missing field 'text'"):
+        list(read_records(p))
+    # the messages template: an object with messages is a conversation
+    conv = {"messages": [{"role": "user", "content": "hi"}], "data": [{"x": 1}]}
+    p.write_text(json.dumps(conv))
+    assert [r.text for r in read_records(p, template="messages")] == ["user: hi"]
+
+
+def test_cli_commands_keep_a_one_record_json_file_whole(tmp_path, capsys):
+    from ctxkit.cli import main
+
+    p = tmp_path / "doc.json"
+    p.write_text(json.dumps(DOC))
+    for command, extra in (("dedup", []), ("compress", ["-b", "50"]), ("pack", ["-c", "64"]),
+                           ("density", [])):
+        dest = tmp_path / f"{command}.json{'l' if command != 'density' else ''}"
+        code = main([command, str(p), "-o", str(dest), "--no-progress", *extra])
+        assert code == 0, capsys.readouterr().err
+        if command == "density":
+            assert json.loads(dest.read_text())["n_texts"] == 1
+            continue
+        rows = [json.loads(line) for line in dest.read_text().splitlines()]
+        if command == "pack":
+            assert [len(r["source_ids"]) for r in rows] == [1]
+            assert rows[0]["seq_lengths"][0] > 5  # the document, not a two-word chunk
+        else:
+            assert [(r["id"], r["chunks"]) for r in rows] == [("doc1", DOC["chunks"])]
+
+
+def test_missing_text_field_names_the_template_that_reads_the_record(tmp_path):
+    p = tmp_path / "a.jsonl"
+    p.write_text(json.dumps({"instruction": "Add", "input": "", "output": "5"}) + "\n"
+                 + json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n"
+                 + json.dumps({"body": "x"}) + "\n")
+    report = ReadReport()
+    assert list(read_records(p, on_error="skip", report=report)) == []
+    assert [e.reason for e in report.skipped] == [
+        "missing field 'text' (it has 'instruction' and 'output': the alpaca template reads it)",
+        "missing field 'text' (it has 'messages': the messages template reads it)",
+        "missing field 'text'"]

@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxkit import validate
 from ctxkit.chat.features import billed_tokens
 from ctxkit.errors import InputError
 from ctxkit.io.messages import message_format, message_text, raw_role
@@ -65,8 +66,10 @@ class CachedTurn:
         return self.tokens - self.cached_tokens
 
     def billed(self, cached_price: float) -> float:
-        """Token-equivalents billed when cached tokens cost ``cached_price`` of the price."""
-        return self.uncached_tokens + cached_price * self.cached_tokens
+        """Token-equivalents billed when cached tokens cost ``cached_price`` of the price (a
+        share in [0, 1]; anything else is an :class:`~ctxkit.errors.OptionError`)."""
+        price = validate.unit_interval(cached_price, "cached_price")
+        return self.uncached_tokens + price * self.cached_tokens
 
     def to_dict(self) -> dict[str, int]:
         return {"turn": self.turn, "messages": self.messages, "tokens": self.tokens,
@@ -98,8 +101,10 @@ class CacheAccountingResult:
         return self.cached_tokens / self.tokens if self.tokens else 0.0
 
     def billed(self, cached_price: float) -> float:
-        """Token-equivalents billed over the replay at ``cached_price`` (see the module)."""
-        return self.uncached_tokens + cached_price * self.cached_tokens
+        """Token-equivalents billed over the replay at ``cached_price``, a share in [0, 1]
+        (see the module; anything else is an :class:`~ctxkit.errors.OptionError`)."""
+        price = validate.unit_interval(cached_price, "cached_price")
+        return self.uncached_tokens + price * self.cached_tokens
 
     def to_dict(self, *, cached_prices: Sequence[float] = CACHED_PRICES,
                 per_turn: bool = False) -> dict[str, Any]:

@@ -27,7 +27,9 @@ once the turns evicted since the last rewrite hold ``summary_options.refresh`` o
 
 :meth:`ChatMemory.to_dict` / :meth:`ChatMemory.from_dict` give a JSON-safe snapshot (messages and
 options, not the cache), so a server can keep one memory per session and restore it; the first
-``compress`` after a restore recomputes the features once.
+``compress`` after a restore recomputes the features once. A snapshot names only built-in
+tokenizers and scorers unless the restoring caller allows more: it is data, not a choice of
+the models a server loads.
 
 Example:
     >>> mem = ChatMemory(budget=60, keep_last=1, scorer="idf")
@@ -75,6 +77,22 @@ from ctxkit.options import bad_option, takes_options
 __all__ = ["ChatMemory"]
 
 _VERSION = 1
+
+
+def _snapshot_spec(kind: str, spec: Any, given: Any, allowed: frozenset[str]) -> Any:
+    """The tokenizer or scorer a restored memory uses: ``given`` (the caller's), else the
+    snapshot's ``spec`` when it is built in or ``allowed`` (see :meth:`ChatMemory.from_dict`).
+    """
+    if given is not None:
+        return given
+    if not isinstance(spec, str):
+        raise InputError(f"snapshot field {kind!r} must be a name, got {type(spec).__name__}")
+    names_path = spec.startswith("hf:") if kind == "tokenizer" else ":" in spec
+    if names_path and spec not in allowed:
+        raise InputError(f"snapshot field {kind!r} is {spec!r}, which loads a model from a "
+                         f"path; a snapshot may name only built-in {kind}s: pass {kind}= (the "
+                         f"{kind} to use) or allow=[{spec!r}] to ChatMemory.from_dict")
+    return spec
 
 
 class ChatMemory:
@@ -245,10 +263,20 @@ class ChatMemory:
                    if (state := self.summary_state).text is not None else {})}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, summarize: Summarizer | None = None
+    def from_dict(cls, data: Mapping[str, Any], *, summarize: Summarizer | None = None,
+                  tokenizer: Any = None, scorer: Any = None, allow: Iterable[str] = ()
                   ) -> ChatMemory:
         """Rebuild a memory from :meth:`to_dict` output (features are recomputed lazily);
         ``summarize``: the summarizer to go on with (the running summary is restored).
+
+        A snapshot carries data; what it may load is the caller's choice, since a server
+        restores snapshots its clients sent. The snapshot's ``tokenizer`` and ``scorer`` are
+        used only when they are built in: a tokenizer name other than ``hf:<dir>`` (e.g.
+        ``cl100k_base``, ``minilm``) and a scorer name with no ``:<dir>`` (e.g. ``idf``,
+        ``cross-encoder``, a registered or plugin name). A spec naming a path is an
+        :class:`~ctxkit.errors.InputError` unless it is in ``allow`` (exact specs the caller
+        trusts) or the caller gives ``tokenizer=`` / ``scorer=`` (an object or a name, used
+        instead of the snapshot's).
 
         A damaged snapshot (a missing field, a field of the wrong type, a truncated message
         list) is an :class:`~ctxkit.errors.InputError` naming the field.
@@ -276,8 +304,14 @@ class ChatMemory:
         if "keep_last" not in options:
             raise InputError("snapshot field 'options' lacks 'keep_last'")
         validate.messages_list(messages, "snapshot field 'messages'")
+        if isinstance(allow, str) or not isinstance(allow, Iterable):
+            raise bad_option("allow", f" must be a list of tokenizer or scorer specs, got "
+                                      f"{allow!r}")
+        allowed = frozenset(allow)
+        tokenizer = _snapshot_spec("tokenizer", data["tokenizer"], tokenizer, allowed)
+        scorer = _snapshot_spec("scorer", data["scorer"], scorer, allowed)
         try:
-            opts = ChatOptions(tokenizer=data["tokenizer"], scorer=data["scorer"], **options)
+            opts = ChatOptions(tokenizer=tokenizer, scorer=scorer, **options)
         except TypeError as exc:  # an unknown option name
             raise InputError(f"snapshot field 'options': {exc}") from None
         cache = data.get("prefix_cache")

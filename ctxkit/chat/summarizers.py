@@ -14,7 +14,9 @@ messages into the running summary (:mod:`ctxkit.chat.summary_placement` places i
   ``chunk_tokens``, each refining the summary so far.
 - :func:`openai_summarizer`: any OpenAI-compatible ``/chat/completions`` endpoint (vLLM,
   llama.cpp server, Ollama, hosted APIs), called with the standard library's ``urllib``;
-  a failed call is an :class:`~ctxkit.errors.InputError` naming the endpoint.
+  a failed call is an :class:`~ctxkit.errors.InputError` naming the endpoint. A redirect to
+  another origin is refused (the API key never leaves the endpoint's origin) and ``timeout``
+  bounds the whole request, so a server that trickles its reply cannot hang a chat.
 
 Example:
     >>> s = ExtractiveSummarizer(max_tokens=13)
@@ -24,9 +26,13 @@ Example:
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
+import socket
+import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -189,6 +195,115 @@ class SmolLM2Summarizer:
         return summary or ""
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """Scheme, host and port of ``url`` (the default port when none is written)."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80,
+                                                                  "https": 443}.get(scheme)
+
+
+class _CrossOrigin(Exception):
+    def __init__(self, url: str):
+        super().__init__(url)
+        self.url = url
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect within the request's origin (scheme, host and port): a 307 or 308
+    resends the POST with its body, others as ``urllib`` does. A redirect to another origin
+    raises :class:`_CrossOrigin`, so the ``Authorization`` header is never sent elsewhere."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> Any:
+        if _origin(newurl) != _origin(req.full_url):
+            fp.close()
+            raise _CrossOrigin(newurl)
+        if code in (307, 308) and req.get_method() == "POST":
+            return urllib.request.Request(newurl, data=req.data, headers=dict(req.header_items()),
+                                          origin_req_host=req.origin_req_host, unverifiable=True,
+                                          method="POST")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+class _Deadline:
+    """A total time limit for one request: when it passes, every socket the request opened
+    is shut down, which ends a blocked read at once (a socket timeout bounds only one read,
+    and a server sending a byte a second never trips it)."""
+
+    def __init__(self, seconds: float):
+        self.expired = False
+        self._socks: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self.expired:
+                sock.close()
+                raise TimeoutError("deadline passed")
+            self._socks.append(sock.dup())  # a dup outlives the TLS wrapper's detach
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._socks:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._timer.cancel()
+        with self._lock:
+            for sock in self._socks:
+                sock.close()
+            self._socks.clear()
+
+
+def _watched(base: type, deadline: _Deadline) -> type:
+    """``base`` (an ``http.client`` connection class) registering its socket with
+    ``deadline`` as soon as it is connected."""
+
+    class Connection(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            create = self._create_connection
+
+            def created(*a: Any, **kw: Any) -> socket.socket:
+                sock = create(*a, **kw)
+                deadline.watch(sock)
+                return sock
+
+            self._create_connection = created
+
+    return Connection
+
+
+def _opener(deadline: _Deadline) -> urllib.request.OpenerDirector:
+    http_conn = _watched(http.client.HTTPConnection, deadline)
+
+    class HTTP(urllib.request.HTTPHandler):
+        def http_open(self, req: Any) -> Any:
+            return self.do_open(http_conn, req)
+
+    handlers: list[Any] = [_SameOriginRedirects(), HTTP()]
+    if hasattr(http.client, "HTTPSConnection"):
+        https_conn = _watched(http.client.HTTPSConnection, deadline)
+
+        class HTTPS(urllib.request.HTTPSHandler):
+            def https_open(self, req: Any) -> Any:
+                return self.do_open(https_conn, req, context=self._context)
+
+        handlers.append(HTTPS())
+    return urllib.request.build_opener(*handlers)
+
+
 class OpenAISummarizer:
     """A running summary from an OpenAI-compatible chat endpoint (see :func:`openai_summarizer`).
     """
@@ -222,13 +337,22 @@ class OpenAISummarizer:
             headers["Authorization"] = f"Bearer {self.api_key}"
         req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         where = f"summarizer endpoint {self.url}"
+        deadline = _Deadline(self.timeout)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with deadline, _opener(deadline).open(req, timeout=self.timeout) as resp:
                 raw = resp.read()
+        except _CrossOrigin as exc:
+            raise InputError(f"{where} redirected to another origin ({exc.url}); not followed, "
+                             "so the API key stays with the endpoint: give the final URL as "
+                             "base_url") from None
         except urllib.error.HTTPError as exc:
+            if deadline.expired:
+                raise InputError(f"{where} did not answer within {self.timeout:g} s") from None
             detail = exc.read()[:200].decode("utf-8", "replace").replace("\n", " ")
             raise InputError(f"{where}: HTTP {exc.code}: {detail}") from None
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            if deadline.expired:
+                raise InputError(f"{where} did not answer within {self.timeout:g} s") from None
             reason = getattr(exc, "reason", exc)
             raise InputError(f"{where} did not answer: {reason}") from None
         try:
@@ -245,7 +369,11 @@ def openai_summarizer(base_url: str, *, model: str, api_key: str | None = None,
     """A summarizer calling ``POST {base_url}/chat/completions`` of any OpenAI-compatible
     server: vLLM or SGLang (``http://host:8000/v1``), llama.cpp's server, Ollama
     (``http://localhost:11434/v1``) or a hosted API (with ``api_key``). Greedy, at most
-    ``max_tokens`` per call, ``timeout`` seconds per request; an HTTP error, a timeout or a
+    ``max_tokens`` per call. ``timeout`` is a deadline in seconds for each whole request
+    (connect, send, headers and body), not for one socket read: a server that trickles its
+    reply is cut off when it passes. Redirects are followed only within the endpoint's origin
+    (scheme, host and port); a redirect elsewhere is an error, so ``api_key`` is only ever
+    sent to that origin. An HTTP error, a missed deadline, a cross-origin redirect or a
     reply that is not a chat completion raises :class:`~ctxkit.errors.InputError` naming the
     endpoint.
 

@@ -38,7 +38,8 @@ ReportOpt = Annotated[Path | None, typer.Option(
 FieldOpt = Annotated[str | None, typer.Option("--field", help="Text field (default: text).")]
 TemplateOpt = Annotated[str | None, typer.Option("--template", help="alpaca or messages.")]
 IdFieldOpt = Annotated[str | None, typer.Option(
-    "--id-field", help="Field holding each record's id (default: its position).")]
+    "--id-field", help="Field holding each record's id (default: its own `id` field, a "
+                       "string or an integer, else its position).")]
 SkipBadOpt = Annotated[bool, typer.Option(
     "--skip-bad", help="Skip invalid records (counted and listed in the report).")]
 InPlaceOpt = Annotated[bool, typer.Option(
@@ -69,6 +70,16 @@ KvModelOpt = Annotated[str | None, typer.Option(
 KvDtypeOpt = Annotated[str, typer.Option(
     "--kv-dtype", help="KV-cache element type: bfloat16, float16, float32, fp8, int8, int4.")]
 KV_DTYPE = "bfloat16"
+
+
+def refuse_unused(ctx: typer.Context, param: str, flag: str, needed: str,
+                  present: bool) -> None:
+    """``flag`` written on the command line (not left at its default) does nothing unless
+    ``needed`` is given too (``present``): an error naming both, not a silent no-op."""
+    source = ctx.get_parameter_source(param)
+    if not present and getattr(source, "name", None) in ("COMMANDLINE", "ENVIRONMENT"):
+        raise OptionError(flag, f"{flag} does nothing without {needed}; add {needed} or drop "
+                                f"{flag}")
 
 
 def check_seed(seed: int | None) -> None:

@@ -25,6 +25,7 @@ from ctxkit.cli.app import (
     TemplateOpt,
     TokenizerOpt,
     app,
+    refuse_unused,
     run_job,
 )
 from ctxkit.compression.options import CompressOptions, DensityOptions
@@ -35,6 +36,7 @@ __all__ = ["chat_cmd", "compress_cmd", "density_cmd"]
 
 @app.command("compress")
 def compress_cmd(
+    ctx: typer.Context,
     path: Annotated[Path, typer.Argument(help="A text file, or JSONL/JSON/Parquet records.")],
     budget: BudgetOpt,
     output: Annotated[Path, typer.Option(
@@ -62,6 +64,8 @@ def compress_cmd(
     """Compress a text (or each record) to --budget tokens; report what was dropped."""
     from ctxkit.jobs import run_compress
 
+    refuse_unused(ctx, "kv_dtype", "--kv-dtype", "--kv-model", kv_model is not None)
+
     run_job(run_compress, Source(path, field, None, id_field, skip_bad),
             Target(output, report, in_place), progress,
             budget=budget, query=query, query_field=query_field, scorer=scorer,
@@ -71,6 +75,7 @@ def compress_cmd(
 
 @app.command("chat")
 def chat_cmd(
+    ctx: typer.Context,
     path: Annotated[Path, typer.Argument(
         help="A JSON message list (OpenAI or ShareGPT), or JSON/JSONL/Parquet conversations "
              "with a messages key.")],
@@ -114,6 +119,8 @@ def chat_cmd(
 ) -> None:
     """Compress chat histories to --budget tokens, keeping the system prompt and last turns."""
     from ctxkit.jobs import run_chat
+
+    refuse_unused(ctx, "kv_dtype", "--kv-dtype", "--kv-model", kv_model is not None)
 
     run_job(run_chat, Source(path, None, "messages", id_field, skip_bad),
             Target(output, report, in_place), progress,

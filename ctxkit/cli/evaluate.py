@@ -20,6 +20,7 @@ from ctxkit.cli.app import (
     TokenizerOpt,
     app,
     check_seed,
+    refuse_unused,
 )
 from ctxkit.cli.render import console, progress_bar, render
 from ctxkit.jobs import Source, Target
@@ -30,6 +31,7 @@ __all__ = ["eval_cmd"]
 
 @app.command("eval")
 def eval_cmd(
+    ctx: typer.Context,
     input_path: Annotated[Path, typer.Argument(
         metavar="IN", help="JSONL, JSON or Parquet records")],
     output_dir: Annotated[Path, typer.Option(
@@ -59,6 +61,9 @@ def eval_cmd(
 
     check_capacity(capacity)
     check_seed(seed)
+    refuse_unused(ctx, "kv_dtype", "--kv-dtype", "--kv-model", kv_model is not None)
+    refuse_unused(ctx, "kv_batch_size", "--kv-batch-size", "--kv-model", kv_model is not None)
+    refuse_unused(ctx, "embed_sample", "--embed-sample", "--embedding", embedding)
     with progress_bar()("evaluating") as advance:
         def step(message: str) -> None:
             if not console.is_terminal:  # no bar to show: say what is happening instead

@@ -82,11 +82,12 @@ def demo_cmd(
     embed_texts: Annotated[int, typer.Option(
         help="Prompts to embed in the embedding stage (0 skips it).")] = 128,
     write_data: Annotated[Path | None, typer.Option(
-        help="Also write the generated records (.jsonl, .json or .parquet; try them with "
-             "`ctxkit dedup` or `ctxkit pack`).")] = None,
+        help="Also write the generated records (.jsonl, .json or .parquet), each with a "
+             "`text` field: `ctxkit dedup FILE` finds what the demo found; `--template "
+             "alpaca` reads prompt and response.")] = None,
 ) -> None:
     """Run every stage on generated data: dedup, chat compression, packing, packed embedding."""
-    from ctxkit.demo import run_demo
+    from ctxkit.demo import file_records, run_demo
     from ctxkit.io.outputs import write_records
     from ctxkit.jobs.common import check_capacity
     from ctxkit.jobs.pack import batch_report
@@ -103,7 +104,7 @@ def demo_cmd(
     except ValueError as exc:
         raise InputError(str(exc)) from None
     if write_data is not None:
-        write_records(write_data, res.data.records)
+        write_records(write_data, file_records(res.data.records))
         out.print(f"wrote {n:,} generated records to {write_data}")
     print_table(f"1. dedup (exact, then MinHash) of {n:,} generated alpaca records",
                 res.dedup.rows())

@@ -32,7 +32,14 @@ from ctxkit import validate
 from ctxkit.deduplication.normalize import Normalization
 from ctxkit.deduplication.pipeline import check_threshold, dedup, parse_methods
 from ctxkit.errors import InputError
-from ctxkit.io.messages import is_courtesy, parse_messages
+from ctxkit.io.messages import (
+    OPENAI_ROLES,
+    ROLE_ALIASES,
+    TOOL_RESULT_ROLES,
+    is_courtesy,
+    parse_messages,
+)
+from ctxkit.options import bad_option
 
 __all__ = ["DedupMessagesResult", "dedup_messages", "is_acknowledgement"]
 
@@ -67,6 +74,20 @@ class DedupMessagesResult:
         return len(self.ledger)
 
 
+def _removable_roles(roles: Any) -> list[str]:
+    """``roles`` as the internal role names turns are matched on, protected ones left out."""
+    known = OPENAI_ROLES | set(ROLE_ALIASES) | TOOL_RESULT_ROLES
+    out: list[str] = []
+    for r in validate.texts(roles, "roles", "role"):
+        if r not in known:
+            raise bad_option("roles", f": unknown role {r!r}; known: "
+                                      f"{', '.join(sorted(known))}")
+        role = ROLE_ALIASES.get(r, r)
+        if role not in PROTECTED_ROLES and role not in out:
+            out.append(role)
+    return out
+
+
 def dedup_messages(
     messages: Sequence[Mapping[str, Any]],
     *,
@@ -85,8 +106,11 @@ def dedup_messages(
             catch paraphrased questions; it loads the embedding model).
         threshold: as for ``dedup`` (MinHash Jaccard default 0.7, semantic cosine 0.9).
         keep: ``"latest"`` keeps the last turn of each group, ``"first"`` the first.
-        roles: roles whose turns may be removed; system/developer prompts, tool results
-            and messages carrying tool calls are never removed whatever this says.
+        roles: roles whose turns may be removed, OpenAI names or ShareGPT ones (``human``
+            is ``user``, ``gpt`` is ``assistant``); an unknown role is an
+            :class:`~ctxkit.errors.OptionError` (a typo would otherwise remove nothing).
+            System/developer prompts, tool results and messages carrying tool calls are
+            never removed whatever this says.
         acknowledgements: treat turns made only of thanks/ok phrases as duplicates of one
             another (method ``"ack"``).
         options: passed to ``dedup`` (``encoder=``, ``num_perm=``...). Unless
@@ -99,7 +123,7 @@ def dedup_messages(
     keep_rule = {"latest": "last", "last": "last", "first": "first"}.get(keep)
     if keep_rule is None:
         raise InputError(f"keep must be 'latest' or 'first', got {keep!r}")
-    removable = [r for r in validate.texts(roles, "roles", "role") if r not in PROTECTED_ROLES]
+    removable = _removable_roles(roles)
     check_threshold(threshold, parse_methods(method))
     norm_keys = {"normalization", "nfkc", "case", "whitespace", "punctuation"}
     if not norm_keys & set(options) and set(parse_methods(method)) & {"exact", "minhash"}:

@@ -21,6 +21,7 @@ from ctxkit.demo.stages import (
     chat_stage,
     dedup_stage,
     embed_stage,
+    file_records,
     pack_stage,
     record_text,
     run_demo,
@@ -28,4 +29,4 @@ from ctxkit.demo.stages import (
 
 __all__ = ["ChatStage", "DedupStage", "DemoChat", "DemoData", "DemoRun", "EmbedStage",
            "PackStage", "StrategyRow", "chat_stage", "dedup_stage", "demo_chat", "demo_dataset",
-           "demo_records", "embed_stage", "pack_stage", "record_text", "run_demo"]
+           "demo_records", "embed_stage", "file_records", "pack_stage", "record_text", "run_demo"]

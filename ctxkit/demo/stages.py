@@ -22,10 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit.deduplication.options import MinHashOptions
 from ctxkit.demo.data import DemoChat, DemoData, demo_chat, demo_dataset
 
 __all__ = ["ChatStage", "DedupStage", "DemoRun", "EmbedStage", "PackStage", "StrategyRow",
-           "chat_stage", "dedup_stage", "embed_stage", "pack_stage", "record_text", "run_demo"]
+           "chat_stage", "dedup_stage", "embed_stage", "file_records", "pack_stage", "record_text",
+           "run_demo"]
 
 Rows = list[tuple[str, object]]
 
@@ -33,6 +35,19 @@ Rows = list[tuple[str, object]]
 def record_text(rec: dict[str, str]) -> str:
     """The text of an Alpaca-style record that dedup compares: instruction, input, output."""
     return "\n".join(part for part in (rec["instruction"], rec["input"], rec["output"]) if part)
+
+
+def file_records(records: Sequence[dict[str, str]]) -> list[dict[str, str]]:
+    """The records as ``ctxkit demo --write-data`` writes them: each gains a ``text`` field
+    (:func:`record_text`, what the demo dedups), so every command reads the file with its
+    defaults and ``ctxkit dedup FILE`` finds what the demo found; ``--template alpaca``
+    reads the same file as prompt and response.
+
+    Example:
+        >>> file_records([{"instruction": "Add 2 and 3", "input": "", "output": "5"}])[0]["text"]
+        'Add 2 and 3\\n5'
+    """
+    return [{**r, "text": record_text(r)} for r in records]
 
 
 # ----- 1. dedup -----
@@ -70,14 +85,15 @@ class DedupStage:
         return rows
 
 
-def dedup_stage(data: DemoData, threshold: float = 0.8,
+def dedup_stage(data: DemoData, threshold: float = MinHashOptions.threshold,
                 tokenizer: str = "cl100k_base") -> DedupStage:
     """Remove exact and near duplicates from ``data.records`` (text: :func:`record_text`).
 
-    ``threshold`` is 0.8 rather than dedup's default 0.7: the generated records are built
-    from a small stock of template sentences, which share enough 5-grams at 0.7 to link
-    records that are not copies (the caveat of real data with shared boilerplate,
-    ``docs/dedup.md``).
+    ``threshold`` is dedup's default, the one ``ctxkit dedup`` uses, so the demo shows what
+    the command does on the file ``--write-data`` writes. The generated records are built
+    from a small stock of template sentences, so some records that are not planted copies
+    (short sentiment, arithmetic and summary tasks) join a cluster too, through a chain of
+    similar ones: the caveat of real data with shared boilerplate (``docs/dedup.md``).
 
     Example:
         >>> from ctxkit.demo.data import demo_dataset

@@ -125,7 +125,8 @@ def run_command(
     except OptionError as exc:
         raise cli_option_error(exc) from None
     _format_of(uri(input_path))
-    target = check_output(output, OUTPUTS[command], input_path=input_path, report=report_path)
+    target = check_output(output, OUTPUTS[command], input_path=input_path, report=report_path,
+                          ids_file=command == "embed" and bool(options.get("ids")))
     reader = _Reader(str(input_path), None if template else (field or "text"), template,
                      id_field)
     ray = require_ray()
@@ -171,7 +172,8 @@ def _with_option_set(command: str, options: dict[str, Any]) -> dict[str, Any]:
 
 class _Reader:
     """Reads records as ``read_records`` does, inside the workers: one validated record per
-    row (templates applied), with the record's id as text (``id_field`` or its row number)."""
+    row (templates applied), with the record's id as text (``id_field``, else the rule of
+    :func:`~ctxkit.io.records.record_id`)."""
 
     def __init__(self, path: str, field: str | None, template: str | None,
                  id_field: str | None) -> None:
@@ -250,9 +252,15 @@ def _dedup(input_path, output, field, id_field, report_path, method="minhash", t
     n, removed = out.result.n, out.result.removed
     if report_path is not None:  # the local report's fields, "line" aside
         from ctxkit.distributed.blocks import collect_columns
+        from ctxkit.io.records import ID_FIELD, record_id
 
-        ids = [str(i) for i in range(n)] if id_field is None else \
-            [str(v) for v in collect_columns(ds, [id_field])[id_field].tolist()]
+        if id_field is not None:
+            ids = [str(v) for v in collect_columns(ds, [id_field])[id_field].tolist()]
+        elif ID_FIELD in (ds.columns() or []):  # the local rule, record by record
+            own = collect_columns(ds, [ID_FIELD])[ID_FIELD].tolist()
+            ids = [record_id(v, i) for i, v in enumerate(own)]
+        else:
+            ids = [str(i) for i in range(n)]
         write_json(report_path, {
             "input": str(input_path), "output": where, "method": ["minhash"],
             "threshold": threshold, "keep": keep, "records": n, "kept": n - len(removed),

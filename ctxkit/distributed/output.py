@@ -72,10 +72,12 @@ def _choices(suffixes: tuple[str, ...]) -> str:
 
 def check_output(output: str | os.PathLike, suffixes: tuple[str, ...], *,
                  input_path: str | os.PathLike | None = None,
-                 report: str | os.PathLike | None = None) -> RayOutput:
+                 report: str | os.PathLike | None = None,
+                 ids_file: bool = False) -> RayOutput:
     """The :class:`RayOutput` of ``output`` for a command that writes ``suffixes``; raises
     :class:`~ctxkit.errors.InputError` naming ``-o`` (or ``--report``) when it cannot be
-    written as asked.
+    written as asked. ``ids_file``: a ``.npy`` output also writes ``<output>.ids.jsonl``
+    beside it, checked like the output (never on the input).
 
     Example:
         >>> check_output("out.txt", (".jsonl", ".parquet"))
@@ -109,7 +111,10 @@ def check_output(output: str | os.PathLike, suffixes: tuple[str, ...], *,
         raise InputError(f"-o must end in {_choices(suffixes)}, got {path.name or text}")
     source = Path(uri(input_path)) if input_path is not None else None
     inputs = (source,) if source is not None and source.is_file() else ()
-    Target(path, None if report is None else Path(report)).check(inputs, directory=parts)
+    side = (path.with_name(path.name + ".ids.jsonl"),) \
+        if ids_file and not parts and _KINDS[suffix] == "npy" else ()
+    Target(path, None if report is None else Path(report)).check(inputs, directory=parts,
+                                                                 files=side)
     return RayOutput(text, _KINDS[suffix], parts=parts)
 
 

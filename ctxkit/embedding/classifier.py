@@ -40,11 +40,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from ctxkit import validate
 from ctxkit.embedding.encoder import PackedPasses, Tokenized, tokenize_texts
 from ctxkit.embedding.model import PackedModel, packed_encoder, resolve_device, resolve_dtype
 from ctxkit.embedding.ops import RowBatch, pool_segments
 from ctxkit.embedding.options import ClassifyOptions, EmbedOptions
-from ctxkit.errors import OptionError
+from ctxkit.errors import InputError, OptionError
+from ctxkit.options import bad_option
 
 __all__ = ["ClassifierModel", "PackedClassifier", "load_classifier", "scores_from_logits"]
 
@@ -199,15 +201,16 @@ def load_classifier(model: Any, device: str | torch.device = "auto",
     if isinstance(model, (str, Path)):
         path = Path(model).expanduser()
         if not path.is_dir():
-            raise ValueError(f"model directory not found: {str(path)!r} (no downloads offline)")
+            raise bad_option("model", f" directory not found: {str(path)!r} (no downloads "
+                                      "offline)")
         dt = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
         return _load_cached(str(path.resolve()), str(dev), dt, max_length)
     dt = resolve_dtype(dtype, dev)
     if type(model).__name__ == "CrossEncoder":
         return _from_cross_encoder(model, dev, dt, "CrossEncoder", max_length)
     if not hasattr(model, "base_model") or not hasattr(model, "config"):
-        raise TypeError("model must be a directory, a CrossEncoder or a transformers "
-                        f"sequence-classification model, got {type(model).__name__}")
+        raise bad_option("model", " must be a directory, a CrossEncoder or a transformers "
+                                  f"sequence-classification model, got {type(model).__name__}")
     if tokenizer is None:
         from transformers import AutoTokenizer
 
@@ -316,8 +319,11 @@ class PackedClassifier(PackedPasses):
 def _as_items(inputs: Any) -> list[tuple[str, ...]]:
     """Texts as ``(text,)``, pairs as ``(query, document)``; one kind per call."""
     if isinstance(inputs, str):
-        raise TypeError("predict() takes a list of texts or of (query, document) pairs, not one "
-                        "str; wrap it in a list")
+        raise InputError("predict() takes a list of texts or of (query, document) pairs, not "
+                         "one str; wrap it in a list")
+    if not validate.is_collection(inputs):
+        raise InputError(f"inputs must be a list of texts or of (query, document) pairs, got "
+                         f"{type(inputs).__name__}")
     items = []
     pairs = None
     for i, x in enumerate(inputs):
@@ -326,13 +332,13 @@ def _as_items(inputs: Any) -> list[tuple[str, ...]]:
         elif isinstance(x, (tuple, list)) and len(x) == 2 and all(isinstance(t, str) for t in x):
             item = (x[0], x[1])
         else:
-            raise TypeError(f"input {i} is {_describe(x)}; give str texts or (query, document) "
-                            "pairs of str")
+            raise InputError(f"input {i} is {_describe(x)}; give str texts or (query, "
+                             "document) pairs of str")
         if pairs is None:
             pairs = len(item) == 2
         elif pairs != (len(item) == 2):
-            raise TypeError(f"input {i} is a {'text' if pairs else 'pair'} but input 0 is a "
-                            f"{'pair' if pairs else 'text'}; give one kind per call")
+            raise InputError(f"input {i} is a {'text' if pairs else 'pair'} but input 0 is a "
+                             f"{'pair' if pairs else 'text'}; give one kind per call")
         items.append(item)
     return items
 

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ctxkit import validate
 from ctxkit.embedding.model import (
     Backbone,
     PackedModel,
@@ -374,9 +375,7 @@ class PackedEncoder(PackedPasses):
 
     def tokenize(self, texts: Sequence[str]) -> Tokenized:
         """Token ids as sentence-transformers makes them (special tokens, truncation)."""
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"text {i} is {type(t).__name__}, not str")
+        texts = validate.texts(texts, "texts")
         return tokenize_texts(self.backbone.tokenizer, texts, self.max_seq_length)
 
     def _pool(self, b: RowBatch, hidden: torch.Tensor, normalize: bool | None) -> torch.Tensor:
@@ -410,8 +409,7 @@ class PackedEncoder(PackedPasses):
             >>> PackedEncoder(device="cpu").encode(["one", "two"], normalize=False).shape
             (2, 384)
         """
-        if isinstance(texts, str):
-            raise TypeError("encode() takes a sequence of texts, not one str; wrap it in a list")
+        texts = validate.texts(texts, "texts")  # one str is an error: wrap it in a list
         if normalize is None:
             normalize = self.options.normalize
         return self._run(list(texts), self.tokenize,

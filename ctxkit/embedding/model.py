@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from ctxkit.embedding.ops import POOLING_MODES, varlen_attention_reference
+from ctxkit.options import bad_option
 
 __all__ = ["Backbone", "PackedModel", "flash_varlen_fn", "load_backbone", "native_bf16_cpu",
            "packed_encoder", "resolve_device", "resolve_dtype"]
@@ -360,11 +361,13 @@ def load_backbone(model: Any, device: str | torch.device = "auto",
             model = minilm_path()
         path = Path(model).expanduser()
         if not path.is_dir():
-            raise ValueError(f"model directory not found: {str(path)!r} (no downloads offline)")
+            raise bad_option("model", f" directory not found: {str(path)!r} (no downloads "
+                                      "offline)")
         # keyed by the resolved dtype: "auto", "fast" and "float32" on a CPU without native
         # bf16 share one copy of the weights
         dt = str(resolve_dtype(dtype, dev)).removeprefix("torch.")
         return _load_cached(str(path.resolve()), str(dev), dt)
     if type(model).__name__ != "SentenceTransformer" and not hasattr(model, "tokenizer"):
-        raise TypeError(f"model must be None, a directory or a SentenceTransformer, got {model!r}")
+        raise bad_option("model", f" must be None, a directory or a SentenceTransformer, got "
+                                  f"{type(model).__name__}")
     return backbone_from_st(model, dev, resolve_dtype(dtype, dev), name=type(model).__name__)

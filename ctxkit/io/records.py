@@ -1,7 +1,8 @@
 """Reading records: JSONL, JSON documents and Parquet, validated, with real locations.
 
-Every record keeps an ``id`` (its ``--id-field`` value, else its 0-based position in the
-file) so later stages can report what they dropped by the id a user recognises, and its
+Every record keeps an ``id`` so later stages can report what they dropped by the id a user
+recognises (:func:`record_id`: its ``--id-field`` value; without one, its own ``id`` field
+when that is a string or an integer; else its 0-based position in the file), and its
 :class:`~ctxkit.errors.Location`: the real line of a JSONL line or of a JSON array element
 (with the element's index), or the row of a Parquet file. A bad record either raises
 :class:`RecordError` naming that location, or, with ``on_error="skip"``, is listed in the
@@ -39,6 +40,7 @@ __all__ = [
     "read_records",
     "check_input",
     "record_from_dict",
+    "record_id",
     "format_alpaca_prompt",
     "normalize_messages",
     "atomic_write",
@@ -50,6 +52,9 @@ __all__ = [
 ]
 
 TEMPLATES = ("alpaca", "messages")
+ID_FIELD = "id"  # a record's own id, used when no id field is given (see record_id)
+# keys of a top-level JSON object that may wrap the records (see _iter_json)
+WRAPPER_KEYS = ("data", "records")
 _ALPACA_OUTPUT_KEYS = ("output", "response", "completion")
 _WS = re.compile(r"[ \t\n\r]*")
 _BOM = b"\xef\xbb\xbf"  # Windows tools start UTF-8 files with it; JSON forbids it
@@ -126,6 +131,28 @@ def format_alpaca_prompt(instruction: str, input_text: str = "") -> str:
     )
 
 
+def record_id(own: Any, index: int) -> str:
+    """The id of a record read without an id field: ``own`` (its ``id`` field) when it is a
+    string or an integer, else its 0-based position ``index`` (a missing or null ``id``, or
+    one of another type: a position is then the only id that names it reliably).
+
+    Example:
+        >>> record_id("doc-7", 3), record_id(7, 3), record_id(None, 3), record_id([1], 3)
+        ('doc-7', '7', '3', '3')
+    """
+    if isinstance(own, str) or (isinstance(own, int) and not isinstance(own, bool)):
+        return str(own)
+    return str(index)
+
+
+def _template_hint(obj: Mapping[str, Any]) -> str:
+    """Which template reads a record that lacks the text field, when its keys say so."""
+    if "instruction" in obj and any(k in obj for k in _ALPACA_OUTPUT_KEYS):
+        return " (it has 'instruction' and 'output': the alpaca template reads it)"
+    key = next((k for k in MESSAGE_KEYS if k in obj), None)
+    return "" if key is None else f" (it has {key!r}: the messages template reads it)"
+
+
 def record_from_dict(
     obj: Any,
     *,
@@ -158,6 +185,8 @@ def record_from_dict(
         if id_field not in obj:
             raise bad(f"missing id field {id_field!r}")
         rid = str(obj[id_field])
+    else:
+        rid = record_id(obj.get(ID_FIELD), index)
     raw = dict(obj)
     line = loc.line
     if template == "alpaca":
@@ -183,7 +212,7 @@ def record_from_dict(
         text = "\n".join(f"{m['role']}: {m['content']}" for m in messages)
         return Record(id=rid, text=text, line=line, messages=messages, raw=raw, location=loc)
     if field not in obj:
-        raise bad(f"missing field {field!r}")
+        raise bad(f"missing field {field!r}{_template_hint(obj)}")
     value = obj[field]
     if not isinstance(value, str):
         raise bad(f"field {field!r} is {type(value).__name__}, not text")
@@ -262,9 +291,25 @@ def _iter_json_array(path: Path, text: str, start: int) -> Iterator[Row]:
                           "invalid JSON: extra data after the array")
 
 
-def _iter_json(path: Path) -> Iterator[Row]:
-    """A JSON document: an array of records, ``{"data": [...]}`` (one list value), or one
-    record."""
+def _record_keys(field: str | None, template: str | None) -> tuple[str, ...]:
+    """Keys whose presence makes a top-level JSON object a record (see :func:`_iter_json`)."""
+    if template == "alpaca":
+        return ("instruction",)
+    if template == "messages":
+        return MESSAGE_KEYS
+    return (field or "text",)
+
+
+def _iter_json(path: Path, record_keys: tuple[str, ...] = ("text",)) -> Iterator[Row]:
+    """A JSON document: an array of records, a wrapper object, or one record.
+
+    A top-level object is one record, whatever lists of objects it holds (a document's
+    ``chunks`` stay inside it). It is a wrapper only when it has none of ``record_keys`` (the
+    text field, or the template's keys) and exactly one of :data:`WRAPPER_KEYS` holds a list:
+    then that list's elements are the records (``{"version": ..., "data": [...]}`` as SQuAD
+    and ``datasets.load_dataset("json", field="data")`` use it) and its other keys are
+    metadata.
+    """
     text = _read_text(path)
     start = _WS.match(text).end()
     if text.startswith("[", start):
@@ -275,11 +320,9 @@ def _iter_json(path: Path) -> Iterator[Row]:
     except json.JSONDecodeError as exc:
         raise _json_error(path, exc) from None
     if isinstance(data, Mapping):
-        # {"data": [{...}, ...]}: one list of objects (a record's list of tags is no wrapper)
-        lists = [v for v in data.values()
-                 if isinstance(v, list) and v and all(isinstance(x, Mapping) for x in v)]
-        if len(lists) == 1 and not any(k in data for k in MESSAGE_KEYS):
-            for element, obj in enumerate(lists[0]):  # lines unknown inside a wrapper
+        wrappers = [k for k in WRAPPER_KEYS if isinstance(data.get(k), list)]
+        if len(wrappers) == 1 and not any(k in data for k in record_keys):
+            for element, obj in enumerate(data[wrappers[0]]):  # lines unknown inside it
                 yield Location(str(path), element=element), obj, None
             return
         yield Location(str(path), 1 + text.count("\n", 0, start)), data, None
@@ -341,6 +384,9 @@ def check_input(path: str | os.PathLike) -> Path:
         ...
         ctxkit.errors.InputNotFoundError: input file not found: /no/such/file.jsonl
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"path must be a str or os.PathLike naming a file, got "
+                         f"{type(path).__name__}")
     path = Path(path)
     if not path.exists():
         raise InputNotFoundError(path)
@@ -365,7 +411,10 @@ def read_records(
     ``on_error="raise"`` stops at the first bad record with a :class:`RecordError` naming the
     file and line (``element N`` of a JSON array, ``row N`` of a Parquet file); ``"skip"``
     records it in ``report.skipped`` and goes on. JSONL and Parquet are streamed; a JSON
-    document is parsed whole. A missing input is an ``InputNotFoundError`` (also a
+    document is parsed whole: an array of records, or one object, which is one record unless
+    it is a ``{"data": [...]}`` or ``{"records": [...]}`` wrapper without the text field (the
+    rule of :func:`_iter_json`), so a record's own lists of objects never replace it. A
+    missing input is an ``InputNotFoundError`` (also a
     ``FileNotFoundError``), a directory an ``InputError``.
 
     Example:
@@ -385,7 +434,10 @@ def read_records(
     report = report if report is not None else ReadReport()
     report.source = str(path)
     fmt = _format_of(path)
-    rows = {"jsonl": _iter_jsonl, "json": _iter_json, "parquet": _iter_parquet}[fmt](path)
+    if fmt == "json":
+        rows = _iter_json(path, _record_keys(field, template))
+    else:
+        rows = {"jsonl": _iter_jsonl, "parquet": _iter_parquet}[fmt](path)
     for index, (loc, obj, error) in enumerate(rows):
         try:
             if error is not None:

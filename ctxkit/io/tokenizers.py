@@ -166,7 +166,6 @@ def available_tokenizers() -> list[str]:
     return sorted(set(names) | {"cl100k_base"}) + ["minilm", "hf:<local dir>"]
 
 
-@functools.lru_cache(maxsize=16)
 def get_tokenizer(name: str = "cl100k_base") -> Tokenizer:
     """Return the tokenizer called ``name``; cached, so repeated calls are free.
 
@@ -174,8 +173,13 @@ def get_tokenizer(name: str = "cl100k_base") -> Tokenizer:
         >>> get_tokenizer("cl100k_base").count("one two three")
         3
     """
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str) or not name:  # checked before the cache hashes it
         raise InputError(f"tokenizer name must be a non-empty string, got {name!r}")
+    return _load_tokenizer(name)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_tokenizer(name: str) -> Tokenizer:
     if name == "minilm":
         return HFTokenizer.load(minilm_path(), name="minilm")
     if name.startswith("hf:"):

@@ -11,7 +11,8 @@ Adding a command
 ----------------
 1. Write ``run_<stage>(source, target, *, <options>, progress=no_progress) -> <Stage>Report``
    in ``ctxkit/jobs/<stage>.py``. In order: validate options (raise ``OptionError`` naming
-   the flag), ``source.check()``, ``target.check((source.path,))``, then do the work inside
+   the flag), ``source.check()``, ``target.check((source.path,), files=...)`` (``files``:
+   every other file the job writes, so none lands on an input), then do the work inside
    ``with target.staged() as (staged, report_tmp):`` writing the output to
    ``staged.path(target.output)`` (pass ``fmt=target.output.suffix`` to ``write_records``)
    and the report JSON to ``report_tmp`` when it is not None. Nothing is replaced unless the

@@ -250,6 +250,11 @@ class _ChatRun:
         if replay and query is not None:
             raise OptionError("--query", "--replay compresses each turn for its own last user "
                                          "message; drop --query")
+        if summary_model is not None and not (summarize or "").startswith(("http://",
+                                                                           "https://")):
+            raise OptionError("--summary-model", "--summary-model names the model of an "
+                                                 "endpoint given to --summarize URL; give that "
+                                                 "URL or drop --summary-model")
         summarizer = None
         if summarize is not None:
             from ctxkit.chat.summarizers import summarizer_from_spec

@@ -88,7 +88,10 @@ class Source:
 
 
 def _same_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` name one file: the same resolved path, or (links) ``os.path.samefile``."""
     try:
+        if a.resolve() == b.resolve():
+            return True
         return a.exists() and b.exists() and os.path.samefile(a, b)
     except OSError:
         return False
@@ -119,10 +122,18 @@ class Target:
         if self.report is not None:
             object.__setattr__(self, "report", Path(self.report))
 
-    def check(self, inputs: tuple[Path, ...] = (), *, directory: bool = False) -> None:
+    def check(self, inputs: tuple[Path, ...] = (), *, directory: bool = False,
+              files: tuple[Path, ...] = ()) -> None:
         """Refuse targets that would lose data or cannot be written: a directory where a file
-        goes (or a file where a directory goes), a file where a parent directory must be, the
-        input itself without ``in_place``, the report on top of the output or an input."""
+        goes (or a file where a directory goes), a file where a parent directory must be, and
+        any file the job writes landing on an input or on another file it writes.
+
+        ``files`` are the job's other files: those beside the output (``embed``'s
+        ``<output>.ids.jsonl``), or those inside the output directory with ``directory``.
+        Every one of them, the output and the report is checked against every input, by path
+        and by ``os.path.samefile`` (links), before anything is written; only the output may
+        replace the input, and only with ``in_place``.
+        """
         out = self.output
         for path in (out, self.report):
             if path is not None:
@@ -132,17 +143,30 @@ class Target:
                 raise InputError(f"output {out} is an existing file; -o names a directory here")
         elif out.is_dir():
             raise InputError(f"output {out} is a directory; give a file name")
-        for src in inputs:
-            if not directory and _same_file(out, src) and not self.in_place:
-                raise InputError(f"output {out} is the input file; give another -o",
-                                 hint="or --in-place to replace the input")
+        for path in files:
+            _check_parents(path)
+        if self.report is not None and self.report.is_dir():
+            raise InputError(f"report {self.report} is a directory; give a file name")
+        written: list[tuple[str, Path]] = [] if directory else [("output", out)]
         if self.report is not None:
-            rep = self.report
-            if rep.is_dir():
-                raise InputError(f"report {rep} is a directory; give a file name")
-            if rep.resolve() == out.resolve() or any(_same_file(rep, s) for s in inputs):
-                raise InputError(f"report {rep} would overwrite the "
-                                 f"{'output' if rep.resolve() == out.resolve() else 'input'}")
+            written.append(("report", self.report))
+        written += [("file", f) for f in files]
+        for src in inputs:
+            for what, path in written:
+                if not _same_file(path, src):
+                    continue
+                if what == "output":
+                    if self.in_place:
+                        continue
+                    raise InputError(f"output {out} is the input file; give another -o",
+                                     hint="or --in-place to replace the input")
+                raise InputError(f"{what} {path} would overwrite the input {src}; give another "
+                                 f"{'--report' if what == 'report' else '-o'}")
+        if self.report is not None:  # the job's own files differ by name; the report may not
+            for what, path in written:
+                if what != "report" and _same_file(self.report, path):
+                    raise InputError(f"report {self.report} would overwrite the {what} {path}; "
+                                     "give another --report")
 
     @contextlib.contextmanager
     def staged(self) -> Iterator[tuple[StagedOutputs, Path | None]]:

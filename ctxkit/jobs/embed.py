@@ -101,8 +101,10 @@ def run_embed(
     suffix = check_suffix(target.output, (".npy", ".parquet"))
     opts = embed_options(model=model, device=device, dtype=dtype, batch_tokens=batch_tokens,
                          chunk_size=chunk_size, normalize=normalize)
+    ids_target = target.output.with_name(target.output.name + ".ids.jsonl") \
+        if ids and suffix == ".npy" else None
     source.check()
-    target.check((source.path,))
+    target.check((source.path,), files=() if ids_target is None else (ids_target,))
     report = EmbedReport(command="embed", input=str(source.path), output=str(target.output),
                          title="ctxkit embed")
     records = nonempty_records(source, report.read)
@@ -115,8 +117,6 @@ def run_embed(
         raise InputError(str(exc)) from None
     total = EncodeStats()
     t0 = time.perf_counter()
-    ids_target = target.output.with_name(target.output.name + ".ids.jsonl") \
-        if ids and suffix == ".npy" else None
 
     def chunks() -> Iterator[tuple[list[str], Any]]:
         with progress("embedding") as advance:

@@ -85,17 +85,19 @@ def run_eval(
     kv_shape = check_kv(kv_model, kv_dtype)
     if kv_batch_size <= 0:
         raise OptionError("--kv-batch-size", f"--kv-batch-size must be >= 1, got {kv_batch_size}")
+    sections = ["lengths", "utilization"]
+    sections += ["redundancy"] if dedup else []
+    sections += ["density"] if density else []
+    sections += ["embedding"] if embedding else []
     source.check()
-    target.check((source.path,), directory=True)
+    out = target.output
+    written = ("report.json", "report.md", *(f"{s}.png" for s in sections))  # plots by section
+    target.check((source.path,), directory=True, files=tuple(out / name for name in written))
     report = EvalJobReport(command="eval", input=str(source.path), output=str(target.output),
                            capacity=capacity,
                            title=f"ctxkit eval: {source.path.name} @ {capacity} tokens")
     records = list(source.records(report.read))
     require_records(len(records), source, report.read)
-    sections = ["lengths", "utilization"]
-    sections += ["redundancy"] if dedup else []
-    sections += ["density"] if density else []
-    sections += ["embedding"] if embedding else []
     try:
         ev = evaluate([r.text for r in records], capacity=capacity, tokenizer=tokenizer,
                       sections=sections, embed_sample=embed_sample, seed=seed,
@@ -106,7 +108,6 @@ def run_eval(
         raise InputError(str(exc)) from None
     ev.dataset["skipped_records"] = report.read.to_dict()["skipped"]
     report.evaluation, report.texts = ev, len(records)
-    out = target.output
     out.mkdir(parents=True, exist_ok=True)
     with target.staged() as (staged, _), tempfile.TemporaryDirectory(dir=out) as scratch:
         plots = ev.plot(scratch)
