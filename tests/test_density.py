@@ -181,3 +181,18 @@ def test_many_shared_shingles_go_to_minhash(monkeypatch):
     exact = near.near_duplicates(texts, 0.6)
     monkeypatch.setattr(near, "EXACT_PAIR_WORK", 10)
     assert near.near_duplicates(texts, 0.6) == exact == near._by_minhash(texts, 0.6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_PIECES, max_size=8).map(" ".join), max_size=7),
+       st.sampled_from([0.3, 0.5, 0.8, 1.0]))
+def test_small_inputs_path_equals_the_sparse_product(texts, threshold):
+    import ctxkit.deduplication.near as near
+
+    small = near.near_duplicates(texts, threshold)
+    old = near.SMALL_TEXTS
+    near.SMALL_TEXTS = -1  # every input through shingle hashes and the sparse product
+    try:
+        assert near.near_duplicates(texts, threshold) == small
+    finally:
+        near.SMALL_TEXTS = old

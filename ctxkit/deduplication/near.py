@@ -23,14 +23,20 @@ from collections.abc import Sequence
 import numpy as np
 
 from ctxkit.deduplication.normalize import Normalization, normalize_texts
+from ctxkit.deduplication.shingle import shingles
 from ctxkit.deduplication.signatures import hash_values
 from ctxkit.deduplication.unionfind import connected_components
 from ctxkit.options import bad_option
 
-__all__ = ["EXACT_PAIR_WORK", "near_duplicates", "shingle_sets", "similar_pairs"]
+__all__ = ["EXACT_PAIR_WORK", "SMALL_CHARS", "SMALL_TEXTS", "near_duplicates", "shingle_sets",
+           "similar_pairs"]
 
 # pairs of shared shingles the exact product may visit; above it MinHash answers
 EXACT_PAIR_WORK = 20_000_000
+# up to this many texts and characters (the sentences of one chat turn, a few passages),
+# Python sets of word tuples answer: the sparse product's fixed cost would outweigh the work
+SMALL_TEXTS = 64
+SMALL_CHARS = 20_000
 _NORM = Normalization(punctuation=True)
 
 
@@ -103,16 +109,31 @@ def near_duplicates(texts: Sequence[str], threshold: float = 0.8) -> list[int]:
     texts = list(texts)
     if len(texts) < 2:
         return [-1] * len(texts)
-    sets = shingle_sets(texts)
-    if _pair_work(sets) > EXACT_PAIR_WORK:
-        return _by_minhash(texts, threshold)
+    normalized = normalize_texts(texts, _NORM)
     first: dict[str, int] = {}  # normalized text -> its first index: exact copies
-    edges = [(first.setdefault(t, k), k) for k, t in enumerate(normalize_texts(texts, _NORM))]
+    edges = [(j, k) for k, t in enumerate(normalized) if (j := first.setdefault(t, k)) != k]
     if threshold < 1.0:
-        i, j, _ = similar_pairs(sets, threshold)
-        edges += list(zip(i.tolist(), j.tolist()))
+        if len(texts) <= SMALL_TEXTS and sum(map(len, normalized)) <= SMALL_CHARS:
+            edges += _small_pairs(normalized, threshold)
+        else:
+            sets = shingle_sets(texts)
+            if _pair_work(sets) > EXACT_PAIR_WORK:
+                return _by_minhash(texts, threshold)
+            i, j, _ = similar_pairs(sets, threshold)
+            edges += list(zip(i.tolist(), j.tolist()))
+    if not edges:
+        return [-1] * len(texts)
     labels = connected_components(len(texts), np.array(edges, dtype=np.int64))
     return [-1 if int(r) == k else int(r) for k, r in enumerate(labels)]
+
+
+def _small_pairs(normalized: list[str], threshold: float) -> list[tuple[int, int]]:
+    """:func:`similar_pairs` for a few short texts (already normalized), with Python sets of
+    word tuples: the same pairs, without the sparse product's fixed cost."""
+    sets = [set(shingles(t, 3, "word")) for t in normalized]
+    return [(i, j) for i in range(len(sets)) for j in range(i + 1, len(sets))
+            if sets[i] and sets[j] and not sets[i].isdisjoint(sets[j])
+            and len(sets[i] & sets[j]) / len(sets[i] | sets[j]) >= threshold - 1e-12]
 
 
 def _by_minhash(texts: list[str], threshold: float) -> list[int]:
