@@ -147,9 +147,15 @@ def test_a_growing_history_reads_each_turns_word_pieces_once(encoder):
     mem = ChatMemory(budget=600)
     for message in MESSAGES[:200]:
         mem.add(message)
-    mem.compress()
-    first = len(PIECES)
+    mem.compress()  # cold: the first stage reads every turn, the encoder the shortlist
+    cold = len(PIECES)
+    mem.add(MESSAGES[199] | {"content": "One more turn about the kayak."})
+    mem.compress()  # the steady state: every turn's features, once
+    assert cold >= 100 and len(set(PIECES)) == len(PIECES)
+    embedded = set(encoder)
+    assert {m["content"] for m in MESSAGES[:200]} <= embedded
+    first, calls = len(PIECES), len(encoder)
     mem.add(MESSAGES[200])
     mem.compress()
-    # the new turn only (it is also the question)
-    assert first >= 100 and len(PIECES) - first == 1
+    # the new turn only (it is also the question), for the first stage and the encoder
+    assert len(PIECES) - first == 1 and encoder[calls:] == [MESSAGES[200]["content"]]

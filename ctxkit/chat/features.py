@@ -173,6 +173,33 @@ class ChatFeatures:
             hit = self._pruned[key] = (short, self.count(short))
         return hit
 
+    # -- steady state -------------------------------------------------------------------------
+
+    def prepare(self, texts: Sequence[str], keep: float) -> None:
+        """Compute every query-independent feature of ``texts`` now, in batches: information,
+        the scorer's vectors (``scorer.prepare`` where it has one) and the rendering pruned to
+        ``keep``. ``ChatMemory`` calls it with the messages added
+        since its last call, so a turn costs the query's features and the selection, and no
+        candidate a new question nominates waits for the encoder.
+
+        Example:
+            >>> f = ChatFeatures("cl100k_base", "idf")
+            >>> text = "The parcel left Lyon on Monday after the strike ended at noon."
+            >>> f.prepare([text], 0.5)
+            >>> f.pruned(text, 0.5)  # from the store
+            ('parcel left Lyon Monday strike ended noon', 7)
+        """
+        texts = [t for t in dict.fromkeys(texts) if t]
+        if not texts:
+            return
+        if self._info_per_text:
+            self.information(texts)
+        prepare = getattr(self.scorer, "prepare", None)
+        if prepare is not None:
+            prepare(texts)
+        for text in texts:
+            self.pruned(text, keep)
+
     # -- housekeeping -------------------------------------------------------------------------
 
     def __len__(self) -> int:

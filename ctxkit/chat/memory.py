@@ -69,6 +69,7 @@ from ctxkit.chat.summary_placement import (
 )
 from ctxkit.compression.options import check_budget
 from ctxkit.compression.scoring.registry import available_scorers
+from ctxkit.compression.scoring.shortlist import CANDIDATE_FLOOR
 from ctxkit.errors import InputError
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
@@ -130,6 +131,7 @@ class ChatMemory:
                                 per_message=self.options.per_message,
                                 reply_priming=self.options.reply_priming)
         self.messages: list[dict[str, Any]] = []  # the internal form (OpenAI or ShareGPT)
+        self._prepared: int | None = None  # messages[:_prepared] have their features
         self.history = HistoryFormat()  # the messages as added, and their format
         self._names = (
             tokenizer if isinstance(tokenizer, str) else getattr(tokenizer, "name", None),
@@ -189,6 +191,7 @@ class ChatMemory:
         if budget is not None:
             validate.positive_int(budget, "budget")
         budget = self.budget if budget is None else budget
+        self._prepare()
         if self._window is not None:
             act = self._window.compress if advance else self._window.peek
             return act(self.messages, budget, query)
@@ -200,6 +203,21 @@ class ChatMemory:
         if advance:
             self._summary = state
         return out
+
+    def _prepare(self) -> None:
+        """The steady state: features of the messages added since the last call, in one batch.
+        A first call on a long history (restored, or added at once) is a cold call, as
+        ``compress_chat`` is: the shortlist embeds what its question needs, and the next call
+        prepares the rest."""
+        if self._prepared is None:
+            self._prepared = 0
+            if len(self.messages) > CANDIDATE_FLOOR:
+                return
+        new = self.messages[self._prepared:]
+        if new:
+            self.features.prepare([_text(m, self._prepared + k) for k, m in enumerate(new)],
+                                  self.options.word_keep)
+            self._prepared = len(self.messages)
 
     def cache_accounting(self) -> CacheAccountingResult:
         """Prompt-cache accounting of every window :meth:`compress` returned: per turn the

@@ -70,6 +70,10 @@ class EmbeddingScorer(ShortlistedScorer):
         super().clear_cache()
         self.cache.clear()
 
+    def prepare(self, units: Sequence[str]) -> None:
+        super().prepare(units)
+        self._embed(units)
+
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         # ``embed`` is looked up at call time, so tests can count the encoder's calls
         return self.cache.rows(list(texts), lambda missing: embed(missing, self.dtype))
@@ -77,7 +81,7 @@ class EmbeddingScorer(ShortlistedScorer):
     def model_relevance(self, units: list[str], query: str) -> np.ndarray:
         vecs = self._embed(units + [query])
         return hybrid_relevance(units, query, embeddings=vecs[:-1], query_embedding=vecs[-1],
-                                lexical_weight=self.lexical_weight).scores
+                                lexical_weight=self.lexical_weight, index=self.terms).scores
 
     def similarity(self, units: Sequence[str]) -> np.ndarray:
         if not units:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import Stemmer
 
+from ctxkit.compression.scoring.cache import DEFAULT_CACHE_SIZE, TextCache
 from ctxkit.embedding.vectors import DEFAULT_DIM, embed  # noqa: F401  (embed re-exported)
 from ctxkit.errors import InputError
 from ctxkit.options import bad_option
@@ -42,6 +43,7 @@ from ctxkit.options import bad_option
 __all__ = [
     "EMBEDDING_DIM",
     "Relevance",
+    "TermIndex",
     "bm25",
     "embed",
     "hybrid_relevance",
@@ -98,7 +100,8 @@ def _stem(words: list[str]) -> list[str]:
     return stemmer.stemWords(words)
 
 
-def bm25(units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75) -> np.ndarray:
+def bm25(units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75,
+         index: TermIndex | None = None) -> np.ndarray:
     """Okapi BM25 score of each unit for ``query`` (Robertson & Zaragoza 2009), unnormalised,
     over stemmed words (:func:`terms`); English stop words of the query are ignored when it
     has other words.
@@ -108,33 +111,86 @@ def bm25(units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75) -> 
         >>> bool(s[2] > s[0] > s[1])
         True
     """
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
-
     if not units:
         return np.zeros(0)
-    # accents folded on both sides: a query typed "Kolozsvar" matches "Kolozsvár"; stemmed
-    # on both sides: a question's "play" matches an answer's "played" (docs/compression.md)
-    vec = CountVectorizer(analyzer=terms)
-    try:
-        tf = vec.fit_transform(units).tocsc().astype(np.float64)
-    except ValueError:
-        return np.zeros(len(units))
-    vocab = vec.vocabulary_
+    return (index if index is not None else TermIndex(cache_size=0)).bm25(units, query, k1, b)
+
+
+def _query_words(query: str) -> list[str]:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
     words = _words(query)
     # "who", "did", "the" in a question match every unit a little: rank by the content words
     # (scikit-learn's English stop words), unless the query has nothing else
-    words = [w for w in words if w not in ENGLISH_STOP_WORDS] or words
-    q_ids = sorted({vocab[w] for w in _stem(words) if w in vocab})
-    if not q_ids:
-        return np.zeros(len(units))
-    doc_len = np.asarray(tf.sum(axis=1)).ravel()
-    avg = doc_len.mean() or 1.0
-    n = len(units)
-    sub = tf[:, q_ids].toarray()
-    df = (sub > 0).sum(axis=0)
-    idf = np.log1p((n - df + 0.5) / (df + 0.5))
-    norm = k1 * (1 - b + b * doc_len / avg)
-    return ((sub * (k1 + 1)) / (sub + norm[:, None]) * idf).sum(axis=1)
+    return [w for w in words if w not in ENGLISH_STOP_WORDS] or words
+
+
+class TermIndex:
+    """Texts as BM25 reads them: each text's :func:`terms` as integer ids of a vocabulary that
+    grows with the texts seen, cached by text (``cache_size`` texts), so a scorer that ranks
+    the same turns again (a chat history, every turn) stems each text once.
+
+    Accents are folded on both sides (a query typed "Kolozsvar" matches "Kolozsvár") and words
+    stemmed on both sides (a question's "play" matches an answer's "played";
+    docs/compression.md).
+
+    Example:
+        >>> index = TermIndex()
+        >>> s = index.bm25(["the cat sat", "a dog ran", "cats and a cat"], "cat")
+        >>> bool(s[2] > s[0] > s[1]), len(index.cache)
+        (True, 3)
+    """
+
+    def __init__(self, cache_size: int = DEFAULT_CACHE_SIZE):
+        self.cache = TextCache(cache_size)
+        self.vocab: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def ids(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each text's terms as vocabulary ids, in order."""
+        return self.cache.values(list(texts), self._encode)
+
+    def _encode(self, texts: list[str]) -> list[np.ndarray]:
+        analysed = [terms(t) for t in texts]
+        with self._lock:
+            vocab = self.vocab
+            return [np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), np.int64,
+                                len(words)) for words in analysed]
+
+    def bm25(self, units: Sequence[str], query: str, k1: float = 1.5, b: float = 0.75
+             ) -> np.ndarray:
+        """Okapi BM25 of each unit for ``query`` (see :func:`bm25`)."""
+        n = len(units)
+        if n == 0:
+            return np.zeros(0)
+        ids = self.ids(units)
+        lengths = np.fromiter((len(x) for x in ids), np.int64, n)
+        if not lengths.any():
+            return np.zeros(n)
+        flat = np.concatenate(ids)
+        with self._lock:
+            # the query's words that any text seen has, in the order of the words themselves
+            # (a vocabulary fitted on the units sorts them so; the sums below keep that order)
+            words = sorted({w for w in _stem(_query_words(query)) if w in self.vocab})
+            q_ids = np.array([self.vocab[w] for w in words], dtype=np.int64)
+        hit = np.isin(flat, q_ids)
+        if not hit.any():
+            return np.zeros(n)
+        rows = np.repeat(np.arange(n), lengths)[hit]
+        sorter = np.argsort(q_ids)
+        cols = sorter[np.searchsorted(q_ids, flat[hit], sorter=sorter)]
+        k = len(q_ids)
+        sub = np.bincount(rows * k + cols, minlength=n * k).reshape(n, k).astype(np.float64)
+        present = sub.any(axis=0)
+        sub = sub[:, present]  # a word no unit has is not in a vocabulary fitted on the units
+        if sub.shape[1] == 0:
+            return np.zeros(n)
+        doc_len = lengths.astype(np.float64)
+        avg = doc_len.mean() or 1.0
+        df = (sub > 0).sum(axis=0)
+        idf = np.log1p((n - df + 0.5) / (df + 0.5))
+        norm = k1 * (1 - b + b * doc_len / avg)
+        return ((sub * (k1 + 1)) / (sub + norm[:, None]) * idf).sum(axis=1)
 
 
 def standardise(x: np.ndarray) -> np.ndarray:
@@ -177,9 +233,11 @@ def spread_to_neighbors(scores: np.ndarray, weight: float) -> np.ndarray:
     return scores + weight * np.maximum(left, right)
 
 
-def lexical_relevance(units: Sequence[str], query: str, neighbors: float = 0.0) -> Relevance:
-    """BM25 relevance of each unit, scaled to [0, 1] (all 0 when no unit shares a word)."""
-    lex = bm25(units, query)
+def lexical_relevance(units: Sequence[str], query: str, neighbors: float = 0.0,
+                      index: TermIndex | None = None) -> Relevance:
+    """BM25 relevance of each unit, scaled to [0, 1] (all 0 when no unit shares a word);
+    ``index``: a :class:`TermIndex` that keeps the units' terms across calls."""
+    lex = bm25(units, query, index=index)
     if lex.size == 0 or lex.max() <= 0:
         return Relevance(np.zeros(len(units)), lex)
     return Relevance(unit_range(spread_to_neighbors(lex / lex.max(), neighbors)), lex)
@@ -187,11 +245,12 @@ def lexical_relevance(units: Sequence[str], query: str, neighbors: float = 0.0) 
 
 def hybrid_relevance(units: Sequence[str], query: str, *, embeddings: np.ndarray | None = None,
                      query_embedding: np.ndarray | None = None, lexical_weight: float = 0.4,
-                     neighbors: float = 0.0) -> Relevance:
+                     neighbors: float = 0.0, index: TermIndex | None = None) -> Relevance:
     """Dense + lexical relevance, fused on standardised scores (see the module docstring).
 
     ``fused = z(cos) + lexical_weight * z(bm25)``, then ``neighbors`` spreading, then scaled to
-    [0, 1]. Pass ``embeddings`` / ``query_embedding`` (normalised) to reuse cached vectors.
+    [0, 1]. Pass ``embeddings`` / ``query_embedding`` (normalised) to reuse cached vectors,
+    and ``index`` to reuse the units' terms.
 
     Example:
         >>> units = ["The Eiffel Tower is in Paris.", "Bananas are yellow."]
@@ -203,7 +262,7 @@ def hybrid_relevance(units: Sequence[str], query: str, *, embeddings: np.ndarray
     n = len(units)
     if embeddings is not None and len(embeddings) != n:
         raise InputError(f"embeddings has {len(embeddings)} rows for {n} units")
-    lex = bm25(units, query)
+    lex = bm25(units, query, index=index)
     if n == 0:
         return Relevance(np.zeros(0), lex, np.zeros(0))
     if embeddings is None:

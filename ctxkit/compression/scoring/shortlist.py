@@ -35,6 +35,7 @@ import numpy as np
 from ctxkit.compression.scoring.cache import DEFAULT_CACHE_SIZE, TextCache
 from ctxkit.compression.scoring.idf import IdfScorer
 from ctxkit.compression.scoring.lexical import (
+    TermIndex,
     bm25,
     spread_to_neighbors,
     standardise,
@@ -90,10 +91,12 @@ class WordPieces:
 
 
 def first_stage(units: Sequence[str], query: str, *, lexical_weight: float = 0.4,
-                vectors: Callable[[list[str]], np.ndarray] | None = None) -> np.ndarray:
+                vectors: Callable[[list[str]], np.ndarray] | None = None,
+                index: TermIndex | None = None) -> np.ndarray:
     """Cheap relevance of each unit to ``query`` in [0, 1]: word-piece cosine fused with BM25
     on z-scores (``lexical_weight`` on BM25), as the full signals are fused; ``vectors`` maps
-    texts to unit-length rows (default: a fresh :class:`WordPieces`).
+    texts to unit-length rows (default: a fresh :class:`WordPieces`); ``index`` keeps BM25's
+    terms across calls.
 
     Example:
         >>> def bag(texts):  # a stand-in for the word pieces: "sea" lies near "tide"
@@ -107,7 +110,8 @@ def first_stage(units: Sequence[str], query: str, *, lexical_weight: float = 0.4
     if not units:
         return np.zeros(0)
     vecs = np.asarray((vectors or WordPieces())(units + [query]), dtype=np.float64)
-    fused = standardise(vecs[:-1] @ vecs[-1]) + lexical_weight * standardise(bm25(units, query))
+    lexical = bm25(units, query, index=index)
+    fused = standardise(vecs[:-1] @ vecs[-1]) + lexical_weight * standardise(lexical)
     return unit_range(fused)
 
 
@@ -148,23 +152,25 @@ class Shortlist:
 
     def pick(self, units: list[str], query: str, *, tokens: Sequence[int] | None = None,
              room: int | None = None, neighbors: float = 0.0,
-             vectors: Callable[[list[str]], np.ndarray] | None = None
-             ) -> tuple[np.ndarray, np.ndarray] | None:
+             vectors: Callable[[list[str]], np.ndarray] | None = None,
+             index: TermIndex | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """``(shortlisted indices, scores of the others in [0, 0.5])``, or None when the model
         ranks every unit. ``tokens`` and ``room``: what the caller can keep; ``neighbors``:
-        its spreading of scores to neighbouring units; ``vectors``: the first stage's."""
+        its spreading of scores to neighbouring units; ``vectors``: the first stage's;
+        ``index``: BM25's terms, kept across calls."""
         n = len(units)
         if room is not None and tokens is not None and self.candidates is None \
                 and n > CANDIDATE_FLOOR:
             first = first_stage(units, query, lexical_weight=self.lexical_weight,
-                                vectors=vectors)
+                                vectors=vectors, index=index)
             top = pick_candidates(spread_to_neighbors(first, neighbors), np.asarray(tokens),
                                   int(CANDIDATE_ROOMS * room))
             return None if len(top) >= n else (top, 0.5 * first)
         k = self.count(n)
         if k >= n:
             return None
-        return np.sort(np.argsort(-bm25(units, query), kind="stable")[:k]), np.zeros(n)
+        lexical = bm25(units, query, index=index)
+        return np.sort(np.argsort(-lexical, kind="stable")[:k]), np.zeros(n)
 
 
 class ShortlistedScorer(IdfScorer):
@@ -178,6 +184,7 @@ class ShortlistedScorer(IdfScorer):
         super().__init__(table=table)
         self.shortlist = Shortlist(candidates, lexical_weight)
         self.word_pieces = WordPieces(cache=TextCache(cache_size))
+        self.terms = TermIndex(cache_size)
 
     @property
     def candidates(self) -> int | None:
@@ -194,6 +201,15 @@ class ShortlistedScorer(IdfScorer):
     def clear_cache(self) -> None:
         """Forget everything computed (a cold call follows)."""
         self.word_pieces.cache.clear()
+        self.terms.cache.clear()
+
+    def prepare(self, units: Sequence[str]) -> None:
+        """Compute now, in one batch, what ranking ``units`` later needs and does not depend
+        on a query (their first-stage vectors and BM25 terms here; subclasses add their
+        model's), so a store that keeps units across calls (``ChatMemory``) pays each unit
+        once."""
+        self.word_pieces(list(units))
+        self.terms.ids(list(units))
 
     def relevance(self, units: Sequence[str], query: str) -> np.ndarray:
         return self.relevance_within(units, query)
@@ -216,7 +232,8 @@ class ShortlistedScorer(IdfScorer):
             return np.zeros(0)
         units = list(units)
         picked = self.shortlist.pick(units, query, tokens=tokens, room=room,
-                                     neighbors=neighbors, vectors=self.word_pieces)
+                                     neighbors=neighbors, vectors=self.word_pieces,
+                                     index=self.terms)
         if picked is None:
             return self.model_relevance(units, query)
         top, below = picked
