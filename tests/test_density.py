@@ -196,3 +196,25 @@ def test_small_inputs_path_equals_the_sparse_product(texts, threshold):
         assert near.near_duplicates(texts, threshold) == small
     finally:
         near.SMALL_TEXTS = old
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.lists(_PIECES, max_size=8).map(" ".join),
+                          st.sampled_from(["user", "assistant"])), max_size=12),
+       st.lists(st.integers(1, 4), max_size=6), st.sampled_from([0.3, 0.5, 0.8]))
+def test_a_growing_history_finds_the_repeats_a_fresh_one_finds(turns, steps, threshold):
+    # ChatMemory asks about a history that grows at its end: the repeats found turn by turn
+    # (GrowingPairs) are the ones a fresh store finds on the whole history
+    from ctxkit.chat.features import ChatFeatures
+
+    texts, roles = [t for t, _ in turns], [r for _, r in turns]
+    growing = ChatFeatures("cl100k_base", "idf")
+    n = 0
+    for step in steps + [len(turns)]:
+        n = min(len(turns), n + step)
+        fresh = ChatFeatures("cl100k_base", "idf")
+        assert growing.near_duplicates(texts[:n], roles[:n], threshold) == \
+            fresh.near_duplicates(texts[:n], roles[:n], threshold)
+    edited = texts[:n][::-1]  # not an extension: found afresh
+    assert growing.near_duplicates(edited, roles[:n], threshold) == \
+        ChatFeatures("cl100k_base", "idf").near_duplicates(edited, roles[:n], threshold)

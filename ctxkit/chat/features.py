@@ -75,6 +75,8 @@ class ChatFeatures:
         self._info: dict[str, float] = {}
         self._shingles: dict[str, np.ndarray] = {}
         self._pruned: dict[tuple[str, float], tuple[str, int]] = {}
+        # (pairs, texts, roles, latest match of each) of the last history asked about
+        self._repeats: tuple[Any, list[str], list[str], list[int]] | None = None
         # information is cached per text only when a text's bits do not depend on the texts
         # scored with it (an IdfScorer with no table and no wordfreq fits IDF on each batch)
         self._info_per_text = isinstance(self.scorer, LMScorer) or (
@@ -136,21 +138,31 @@ class ChatFeatures:
         """For each text, the latest *later* text of the same role whose word-3-gram Jaccard
         similarity is at least ``threshold``, else -1 (a re-asked question keeps its last copy).
 
-        The pairs are :func:`~ctxkit.deduplication.near.similar_pairs` over the stored
-        shingle sets.
+        The pairs are :func:`~ctxkit.deduplication.near.similar_pairs` of the stored shingle
+        sets. A history asked about again with turns added at its end (``ChatMemory``) is
+        compared for the new turns only (:class:`~ctxkit.deduplication.near.GrowingPairs`).
         """
-        from ctxkit.deduplication.near import similar_pairs
+        from ctxkit.deduplication.near import GrowingPairs
 
         if not 0.0 < threshold <= 1.0:
             raise bad_option("dedup_threshold", f" must be in (0, 1], got {threshold}")
-        out = [-1] * len(texts)
-        i, j, _ = similar_pairs(self._shingle_sets(texts), threshold)
-        role = np.asarray([str(r) for r in roles], dtype=object)
-        same = role[i] == role[j] if len(i) else np.zeros(0, dtype=bool)
-        # visiting pairs by increasing j leaves each i with its latest match
-        for a, b in sorted(zip(i[same].tolist(), j[same].tolist()), key=lambda p: p[1]):
-            out[a] = b
-        return out
+        texts, roles = list(texts), [str(r) for r in roles]
+        seen = self._repeats
+        if seen is None or seen[0].threshold != threshold or len(texts) < len(seen[1]) or \
+                texts[:len(seen[1])] != seen[1] or roles[:len(seen[2])] != seen[2]:
+            seen = self._repeats = (GrowingPairs(threshold), [], [], [])
+        pairs, old_texts, old_roles, latest = seen
+        new = texts[len(old_texts):]
+        if new:
+            i, j, _ = pairs.extend(self._shingle_sets(new))
+            latest.extend([-1] * len(new))
+            old_texts.extend(new)
+            old_roles.extend(roles[len(old_roles):])
+            # visiting pairs by increasing j leaves each i with its latest match
+            for a, b in sorted(zip(i.tolist(), j.tolist()), key=lambda p: p[1]):
+                if roles[a] == roles[b]:
+                    latest[a] = b
+        return list(latest)
 
     # -- shortening ---------------------------------------------------------------------------
 

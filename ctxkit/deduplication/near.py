@@ -28,8 +28,8 @@ from ctxkit.deduplication.signatures import hash_values
 from ctxkit.deduplication.unionfind import connected_components
 from ctxkit.options import bad_option
 
-__all__ = ["EXACT_PAIR_WORK", "SMALL_CHARS", "SMALL_TEXTS", "near_duplicates", "shingle_sets",
-           "similar_pairs"]
+__all__ = ["EXACT_PAIR_WORK", "SMALL_CHARS", "SMALL_TEXTS", "GrowingPairs", "near_duplicates",
+           "shingle_sets", "similar_pairs"]
 
 # pairs of shared shingles the exact product may visit; above it MinHash answers
 EXACT_PAIR_WORK = 20_000_000
@@ -92,6 +92,65 @@ def similar_pairs(sets: Sequence[np.ndarray], threshold: float
     order = np.lexsort((j[hit], i[hit]))
     return (i[hit][order].astype(np.int64), j[hit][order].astype(np.int64),
             jac[hit][order])
+
+
+class GrowingPairs:
+    """:func:`similar_pairs` of a list of shingle sets that grows at its end: each new set is
+    compared once with the sets before it, through an inverted index of their shingles, so a
+    history that gains a turn pays for that turn only. The first sets go through
+    :func:`similar_pairs` at once; the index is built when the list first grows.
+
+    Example:
+        >>> pairs = GrowingPairs(0.5)
+        >>> pairs.extend([np.array([1, 2, 3]), np.array([7])])[0].tolist()
+        []
+        >>> i, j, _ = pairs.extend([np.array([2, 3])])
+        >>> i.tolist(), j.tolist(), len(pairs)
+        ([0], [2], 3)
+    """
+
+    def __init__(self, threshold: float):
+        if not 0.0 < threshold <= 1.0:
+            raise bad_option("threshold", f" must be in (0, 1], got {threshold}")
+        self.threshold = threshold
+        self.sizes: list[int] = []
+        self._sets: list[np.ndarray] = []
+        self._postings: dict[int, list[int]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def extend(self, sets: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Append ``sets``; returns the new pairs ``(i, j, jaccard)`` (``j`` a new set)."""
+        first = len(self.sizes)
+        self.sizes.extend(len(s) for s in sets)
+        if first == 0:
+            self._sets.extend(sets)
+            return similar_pairs(list(sets), self.threshold)
+        if self._postings is None:
+            self._postings = {}
+            for k, s in enumerate(self._sets):
+                for h in s.tolist():
+                    self._postings.setdefault(h, []).append(k)
+            self._sets = []  # the index holds them now
+        out_i, out_j, out_jac = [], [], []
+        for k, s in enumerate(sets, start=first):
+            common: dict[int, int] = {}
+            for h in s.tolist():
+                posting = self._postings.setdefault(h, [])
+                for a in posting:
+                    common[a] = common.get(a, 0) + 1
+                posting.append(k)
+            size = self.sizes[k]
+            for a in sorted(common):
+                c = common[a]
+                jac = c / (self.sizes[a] + size - c)
+                if jac >= self.threshold - 1e-12:
+                    out_i.append(a)
+                    out_j.append(k)
+                    out_jac.append(jac)
+        return (np.array(out_i, dtype=np.int64), np.array(out_j, dtype=np.int64),
+                np.array(out_jac, dtype=np.float64))
 
 
 def near_duplicates(texts: Sequence[str], threshold: float = 0.8) -> list[int]:
