@@ -23,7 +23,8 @@ from evals.benchmarks_page import RESULTS, write
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ("packing", "dedup", "embedding", "compression", "public_compression",
-              "chat_memory", "chat_latency", "distributed", "classify", "balance", "training")
+              "chat_memory", "chat_latency", "chat_scaling", "distributed", "classify", "balance",
+              "training")
 
 
 def git_commit() -> str | None:

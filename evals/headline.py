@@ -106,6 +106,17 @@ def _chat_memory(d: dict) -> tuple[str, str, str]:
             f"({run['speedup']:.0f}x slower)")
 
 
+def _chat_scaling(d: dict) -> tuple[str, str, str]:
+    a, z = d["scaling"][0], d["scaling"][-1]
+    return (f"Agent memory: `compress` after every message, defaults, budget {a['budget']:,} "
+            f"(joined dev LoCoMo turns), per-turn median at {a['tokens'] / 1e3:,.0f}k and "
+            f"{z['tokens'] / 1e3:,.0f}k tokens",
+            f"`ChatMemory` {a['turn_median_ms']:,.0f} ms / {z['turn_median_ms']:,.0f} ms "
+            f"(peak RSS {z['peak_rss_mb'] / 1024:.1f} GB)",
+            f"the cold first call (as `compress_chat`) {a['cold_s'] * 1e3:,.0f} ms / "
+            f"{z['cold_s'] * 1e3:,.0f} ms")
+
+
 def _chat_billing(d: dict) -> tuple[str, str, str]:
     rows = {r["method"]: r for r in d["billing"]["summary"] if r["fraction"] == 0.25}
     ours, memory = rows["ChatMemory, prefix cache"], rows["ChatMemory"]
@@ -150,6 +161,7 @@ ROWS: tuple[tuple[str, Callable[[dict], tuple[str, str, str]]], ...] = (
     ("public_compression", _public_compression),
     ("chat_memory", _chat_memory),
     ("chat_memory", _chat_billing),
+    ("chat_scaling", _chat_scaling),
     ("dedup", _dedup),
     ("dedup", _dedup_quality),
     ("packing", _packing),

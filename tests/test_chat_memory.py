@@ -230,3 +230,42 @@ def test_edited_history_stays_equal_and_the_store_stays_bounded():
             assert mem.compress().messages == compress_chat(mem.messages, 300,
                                                             scorer="idf").messages
     assert len(mem.features) <= 4 * len(mem) + 64
+
+
+def test_add_refuses_a_tool_result_that_answers_no_call():
+    # accepted, it made every later compress raise, even after from_dict
+    mem = ChatMemory(budget=200, scorer="idf")
+    mem.add({"role": "user", "content": "What is 6 times 7?"})
+    with pytest.raises(InputError, match="message 1 answers tool call 'c9'"):
+        mem.add({"role": "tool", "tool_call_id": "c9", "content": "42"})
+    with pytest.raises(InputError, match="message 1 is a tool result"):
+        mem.add({"role": "tool", "content": "42"})
+    assert len(mem) == 1 and len(mem.history.originals) == 1
+    mem.add({"role": "assistant", "content": None,
+             "tool_calls": [{"id": "c1", "type": "function",
+                             "function": {"name": "mul", "arguments": "{\"a\": 6, \"b\": 7}"}}]})
+    mem.add({"role": "tool", "tool_call_id": "c1", "content": "42"})
+    assert len(ChatMemory.from_dict(mem.to_dict()).compress().messages) == 3
+
+
+def test_remove_a_message():
+    mem = ChatMemory(budget=60, keep_last=1, scorer="idf")
+    turns = [{"role": "user", "content": f"Fact {i}: the locker code is {4400 + i}."}
+             for i in range(6)]
+    mem.extend(turns)
+    mem.compress()
+    assert mem.remove(2) == turns[2] and len(mem) == 5
+    rest = turns[:2] + turns[3:]
+    assert mem.compress().messages == compress_chat(rest, 60, keep_last=1,
+                                                    scorer="idf").messages
+    with pytest.raises(InputError, match="no message 9"):
+        mem.remove(9)
+    call = {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "c1", "type": "function",
+                            "function": {"name": "f", "arguments": "{}"}}]}
+    mem.extend([call, {"role": "tool", "tool_call_id": "c1", "content": "done"}])
+    with pytest.raises(InputError, match="message 5 cannot go: message 6 answers tool call"):
+        mem.remove(5)
+    assert len(mem) == 7
+    mem.remove(6)
+    assert mem.remove(5) == call and len(mem) == 5

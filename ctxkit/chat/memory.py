@@ -71,6 +71,7 @@ from ctxkit.compression.options import check_budget
 from ctxkit.compression.scoring.registry import available_scorers
 from ctxkit.compression.scoring.shortlist import CANDIDATE_FLOOR
 from ctxkit.errors import InputError
+from ctxkit.io.messages import ToolPairing
 from ctxkit.io.messages import message_format as _format
 from ctxkit.io.messages import message_text as _text
 from ctxkit.options import bad_option, takes_options
@@ -132,6 +133,7 @@ class ChatMemory:
                                 reply_priming=self.options.reply_priming)
         self.messages: list[dict[str, Any]] = []  # the internal form (OpenAI or ShareGPT)
         self._prepared: int | None = None  # messages[:_prepared] have their features
+        self._tools = ToolPairing()  # the calls made so far: a result must answer one
         self.history = HistoryFormat()  # the messages as added, and their format
         self._names = (
             tokenizer if isinstance(tokenizer, str) else getattr(tokenizer, "name", None),
@@ -147,8 +149,41 @@ class ChatMemory:
         msg, kind = self.history.convert(message, len(self.messages))
         _format(self.messages[-1:] + [msg])  # same format as the history, known keys
         _text(msg, len(self.messages))  # content must be text or text parts
+        self._tools.add(len(self.messages), msg)  # a result answers a call made before it
         self.history.append(message, kind)
         self.messages.append(msg)
+
+    def remove(self, index: int) -> Any:
+        """Remove the message at ``index`` (as :meth:`add` numbered it) and return it as it
+        was added. A tool call cannot go while results answering it stay: remove those first.
+
+        Example:
+            >>> mem = ChatMemory(budget=64, scorer="idf")
+            >>> mem.extend([{"role": "user", "content": "hi"},
+            ...             {"role": "user", "content": "oops, wrong chat"}])
+            >>> mem.remove(-1)["content"], len(mem)
+            ('oops, wrong chat', 1)
+        """
+        if isinstance(index, bool) or not isinstance(index, int) or not \
+                -len(self.messages) <= index < len(self.messages):
+            raise InputError(f"no message {index!r} to remove: the memory holds "
+                             f"{len(self.messages)}")
+        index %= len(self.messages)
+        rest = self.messages[:index] + self.messages[index + 1:]
+        pairing = ToolPairing()
+        try:
+            for i, m in enumerate(rest):
+                pairing.add(i + (i >= index), m)  # numbered as the caller knows them
+        except InputError as exc:
+            raise InputError(f"message {index} cannot go: {exc}; remove those results "
+                             "first") from None
+        del self.messages[index]
+        self._tools = pairing
+        if self._prepared is not None:
+            self._prepared = min(self._prepared, index)
+        if self._window is not None:
+            self._window.reset()
+        return self.history.originals.pop(index)
 
     def extend(self, messages: Iterable[Any]) -> None:
         """Append messages in order."""

@@ -33,6 +33,7 @@ __all__ = [
     "SYSTEM_ROLES",
     "TOOL_CALL_ROLES",
     "TOOL_RESULT_ROLES",
+    "ToolPairing",
     "USER_ROLES",
     "Message",
     "answered_ids",
@@ -200,19 +201,40 @@ def check_tool_results(messages: Sequence[Mapping[str, Any]]) -> None:
         ...
         ctxkit.errors.InputError: message 0 answers tool call 'c9', which no earlier message makes
     """
-    made: set[str] = set()
-    after_call = False  # the turns since the last tool call are all its results
+    pairing = ToolPairing()
     for i, m in enumerate(messages):
+        pairing.add(i, m)
+
+
+class ToolPairing:
+    """The tool calls of a history read in order: the call ids made so far, and whether the
+    turns since the last call are all its results. :meth:`add` takes the next message, or
+    raises :class:`InputError` for a tool result that answers no call (and changes nothing),
+    so a growing history (``ChatMemory.add``) is checked one message at a time.
+
+    Example:
+        >>> pairing = ToolPairing()
+        >>> pairing.add(0, {"role": "assistant", "tool_calls": [{"id": "c1"}]})
+        >>> pairing.add(1, {"role": "tool", "tool_call_id": "c1", "content": "42"})
+        >>> sorted(pairing.made)
+        ['c1']
+    """
+
+    def __init__(self) -> None:
+        self.made: set[str] = set()
+        self.after_call = False
+
+    def add(self, i: int, m: Mapping[str, Any]) -> None:
         ids, role = answered_ids(m), raw_role(m)
         for call in ids:
-            if call not in made:
+            if call not in self.made:
                 raise InputError(f"message {i} answers tool call {call!r}, which no earlier "
                                  f"message makes")
-        if not ids and role in TOOL_RESULT_ROLES and not after_call:
+        if not ids and role in TOOL_RESULT_ROLES and not self.after_call:
             raise InputError(f"message {i} is a tool result ({role}) with no tool call before it")
-        made.update(tool_call_ids(m))
-        after_call = any(m.get(k) for k in _TOOL_CALL_KEYS) or role in TOOL_CALL_ROLES or (
-            after_call and role in TOOL_RESULT_ROLES)
+        self.made.update(tool_call_ids(m))
+        self.after_call = any(m.get(k) for k in _TOOL_CALL_KEYS) or role in TOOL_CALL_ROLES or (
+            self.after_call and role in TOOL_RESULT_ROLES)
 
 
 def dict_format(m: Any, index: int) -> str:
