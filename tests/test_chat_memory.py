@@ -269,3 +269,41 @@ def test_remove_a_message():
     assert len(mem) == 7
     mem.remove(6)
     assert mem.remove(5) == call and len(mem) == 5
+
+
+def test_a_snapshot_with_vectors_restores_without_embedding(monkeypatch):
+    import ctxkit.compression.scoring.embedding as es
+    from ctxkit.compression.scoring.registry import get_scorer
+
+    turns = [{"role": "user" if i % 2 == 0 else "assistant",
+              "content": f"Day {i}: we talked about the {w} and the harbour of town {i % 7}."}
+             for i, w in enumerate(["kayak", "violin", "garden", "passport", "bakery",
+                                    "lantern", "orchard", "canoe"] * 10)]
+    mem = ChatMemory(300)
+    mem.extend(turns)
+    mem.compress()
+    window = mem.compress()
+    snap = json.loads(json.dumps(mem.to_dict(vectors=True)))
+    vec = snap["vectors"]
+    assert len(vec["embedding"]) + len(vec["word_pieces"]) == 4096 * vec["count"]  # per message
+    seen: list[str] = []
+    real = es.embed
+
+    def counting(texts, dtype="fast"):
+        seen.extend(texts)
+        return real(texts, dtype)
+
+    monkeypatch.setattr(es, "embed", counting)
+    get_scorer("embedding").clear_cache()  # a fresh server process
+    restored = ChatMemory.from_dict(snap)
+    assert restored.compress().messages == window.messages
+    assert seen == []  # nothing embedded again
+    bad = json.loads(json.dumps(snap))
+    bad["vectors"]["count"] -= 1
+    with pytest.raises(InputError, match="vectors"):
+        ChatMemory.from_dict(bad)
+    bad["vectors"] = dict(snap["vectors"], embedding="not base64!")
+    with pytest.raises(InputError, match="vectors.embedding"):
+        ChatMemory.from_dict(bad)
+    with pytest.raises(InputError, match="vectors=True needs the embedding scorer"):
+        ChatMemory(300, scorer="idf").to_dict(vectors=True)

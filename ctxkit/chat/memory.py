@@ -67,6 +67,7 @@ from ctxkit.chat.summary_placement import (
     check_summarizer,
     summarized_select,
 )
+from ctxkit.chat.vectors import restore_vectors, snapshot_vectors
 from ctxkit.compression.options import check_budget
 from ctxkit.compression.scoring.registry import available_scorers
 from ctxkit.compression.scoring.shortlist import CANDIDATE_FLOOR
@@ -292,11 +293,13 @@ class ChatMemory:
         """The running summary of evicted turns (text and covered indices) so far."""
         return self._summary if self._window is None else self._window.summary_state
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, vectors: bool = False) -> dict[str, Any]:
         """A JSON-safe snapshot: messages, budget and options (scorer and tokenizer by name),
         and the running summary when there is one (not the summarizer: pass it to
         :meth:`from_dict`). LangChain, LlamaIndex and Anthropic messages are stored in the
-        internal OpenAI form."""
+        internal OpenAI form. ``vectors=True`` adds the embedding scorer's vectors of every
+        message (:mod:`ctxkit.chat.vectors`: about 4 KB a message), so :meth:`from_dict`
+        does not embed the history again."""
         tokenizer, scorer = self._names
         if scorer is None:
             scorer = getattr(self.features.scorer, "name", None)
@@ -313,7 +316,13 @@ class ChatMemory:
                 "messages": [dict(m) for m in self.messages],
                 **({"summary": {"text": state.text, "covers": sorted(state.covers),
                                 "options": self.summary_options.to_dict()}}
-                   if (state := self.summary_state).text is not None else {})}
+                   if (state := self.summary_state).text is not None else {}),
+                **({"vectors": snapshot_vectors(self.features.scorer, self._texts())}
+                   if vectors else {})}
+
+    def _texts(self) -> list[str]:
+        """The distinct non-empty message texts, in order: what the vectors are of."""
+        return [t for t in dict.fromkeys(_text(m, i) for i, m in enumerate(self.messages)) if t]
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, summarize: Summarizer | None = None,
@@ -387,6 +396,9 @@ class ChatMemory:
         mem = cls(data["budget"], options=opts, prefix_cache=cache, summarize=summarize,
                   summary_options=sopts)
         mem.extend(messages)
+        if data.get("vectors") is not None:
+            restore_vectors(mem.features.scorer, mem._texts(), data["vectors"])
+            mem._prepared = len(mem.messages)  # warm: no cold call, nothing to embed
         if summary is not None:
             state = SummaryState(summary["text"], frozenset(int(i) for i in summary["covers"]))
             if mem._window is None:

@@ -72,6 +72,13 @@ class TextCache:
                     store.popitem(last=False)
         return [known[k] for k in keys]
 
+    def put(self, keys: Sequence[Hashable], values: Sequence[Any]) -> None:
+        """Store ``values`` under ``keys`` (computed elsewhere: a restored session's vectors)."""
+        with self._lock:
+            self._store.update(zip(keys, values))
+            while len(self._store) > self.max_entries:
+                self._store.popitem(last=False)
+
     def rows(self, texts: Sequence[str], encode: Callable[[list[str]], np.ndarray],
              dim: int = 384) -> np.ndarray:
         """``[len(texts), dim]`` vectors stacked from :meth:`values`."""
