@@ -12,6 +12,9 @@ overflow="truncate", seed=0)`` (shuffled windows, as a training plan is). At 8 a
 counts, and the time ``balance`` takes. ``--quick`` uses 2,000 examples of gsm8k, or generated
 lengths when ``../shared/data`` is absent.
 
+Without ``--quick`` it also balances generated lengths (uniform, bimodal and heavy-tailed;
+:func:`synthetic_lengths`) packed into windows of 1,024 tokens, at 8, 64 and 512 ranks.
+
 Writes ``balance.json``, ``balance.md`` and ``balance.png`` to ``--out`` (evals/results).
 """
 
@@ -45,6 +48,24 @@ COSTS = {
 }
 DATASETS = {"gsm8k": ("gsm8k",), "codealpaca": ("codealpaca",),
             "gpteacher": ("gpteacher_toolformer", "gpteacher_codegen")}
+# Generated length distributions, at the window and rank counts of large runs: 100,000
+# lengths each, capacity 1,024, 8, 64 and 512 ranks.
+SYNTHETIC_N = 100_000
+SYNTHETIC_CAPACITY = 1024
+SYNTHETIC_RANKS = (8, 64, 512)
+
+
+def synthetic_lengths(n: int = SYNTHETIC_N, seed: int = 0) -> dict[str, np.ndarray]:
+    """Uniform 1..1,024; bimodal (70% short prompts of 16..128, 30% long of 768..1,024);
+    heavy-tailed (Pareto, shape 1.2, clipped to 1..1,024)."""
+    rng = np.random.default_rng(seed)
+    cap = SYNTHETIC_CAPACITY
+    return {
+        "uniform 1-1024": rng.integers(1, cap + 1, n),
+        "bimodal": np.where(rng.random(n) < 0.7, rng.integers(16, 129, n),
+                            rng.integers(768, cap + 1, n)),
+        "heavy-tailed": np.clip(rng.pareto(1.2, n) * 40 + 1, 1, cap).astype(np.int64),
+    }
 
 
 def chat_texts(root: Path) -> list[str]:
@@ -91,17 +112,19 @@ def load_lengths(quick: bool) -> dict[str, np.ndarray]:
     return out
 
 
-def rows_for(name: str, lengths: np.ndarray) -> list[dict]:
-    plan = pack_lengths(lengths, capacity=CAPACITY, overflow="truncate", seed=0)
+def rows_for(name: str, lengths: np.ndarray, capacity: int = CAPACITY,
+             rank_counts: tuple[int, ...] = RANKS) -> list[dict]:
+    plan = pack_lengths(lengths, capacity=capacity, overflow="truncate", seed=0)
     balance(plan, ranks=8)  # warm up imports before timing
     rows = []
-    for (model, cost), ranks, per in itertools.product(COSTS.items(), RANKS, PER_STEP):
+    for (model, cost), ranks, per in itertools.product(COSTS.items(), rank_counts, PER_STEP):
         start = time.perf_counter()
         res = balance(plan, ranks=ranks, windows_per_step=per, cost=cost)
         seconds = time.perf_counter() - start
         steps = res.n_steps
         rows.append({
-            "dataset": name, "cost": model, "examples": int(lengths.size), "ranks": ranks,
+            "dataset": name, "capacity": capacity, "cost": model,
+            "examples": int(lengths.size), "ranks": ranks,
             "windows_per_step": per, "windows": plan.n_bins, "steps": steps,
             "leftover": int(res.leftover.size),
             "before": res.baseline_max_over_mean if steps else None,
@@ -140,7 +163,10 @@ def markdown(res: dict) -> str:
         "as `DistributedSampler` does, `after` is `ctxkit.balance`; `mean` columns average "
         "the per-step excess. Cost `1B`: `ctxkit.WindowCost()` (a Llama-3.2-1B's shape); "
         "`135M`: `WindowCost.from_shape` of SmolLM2-135M, where attention weighs more. "
-        f"`chat (resampled)`: {CHAT_RESAMPLED:,} lengths drawn from the chat set's.\n\n"
+        f"`chat (resampled)`: {CHAT_RESAMPLED:,} lengths drawn from the chat set's. "
+        f"`uniform 1-1024`, `bimodal`, `heavy-tailed`: {SYNTHETIC_N:,} generated lengths each "
+        f"(`synthetic_lengths`), windows of {SYNTHETIC_CAPACITY:,} tokens, up to "
+        f"{SYNTHETIC_RANKS[-1]} ranks.\n\n"
         + common.md_table(["dataset", "cost", "ranks", "windows/rank/step", "windows", "steps",
                            "leftover", "worst before", "worst after", "mean before",
                            "mean after", "balance ms"], table)
@@ -185,6 +211,9 @@ def main(argv: list[str] | None = None) -> dict:
         "quick": args.quick, "capacity": CAPACITY, "target": TARGET,
         "rows": [row for name, lengths in data.items() for row in rows_for(name, lengths)],
     }
+    if not args.quick:
+        res["rows"] += [row for name, lengths in synthetic_lengths().items()
+                        for row in rows_for(name, lengths, SYNTHETIC_CAPACITY, SYNTHETIC_RANKS)]
     res["within_target"] = {model: all(r["after"] <= TARGET for r in res["rows"]
                                        if r["steps"] and r["cost"] == model) for model in COSTS}
     res["seconds"] = time.perf_counter() - start

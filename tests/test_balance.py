@@ -284,3 +284,15 @@ def test_sampler_bad_arguments():
         BalancedSampler([[0], [1]], rank=0)
     with pytest.raises(OptionError, match="seed"):
         BalancedSampler(res, seed=-1)
+
+
+def test_a_sampler_with_no_step_says_why():
+    """The README's chain at 8 ranks x 4 windows: 100 texts fill 2 windows, all leftovers; the
+    sampler yielded nothing and training never started, with no word."""
+    res = balance([[100]] * 2, ranks=8, windows_per_step=4)
+    assert res.n_steps == 0 and res.leftover.tolist() == [0, 1]
+    for sampler in (ctxkit.BalancedSampler, ctxkit.BalancedBatchSampler):
+        with pytest.raises(OptionError, match=r"result has no step: its 2 windows are "
+                                                     r"fewer than one step takes \(8 ranks x 4 "
+                                                     r"windows per step = 32\)"):
+            sampler(res, rank=0)

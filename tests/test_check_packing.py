@@ -400,3 +400,46 @@ def test_the_ctxkit_command_runs_the_check(model_dir, tmp_path, capsys):
     assert "ok: all 3 segments" in capsys.readouterr().out
     assert main(["check-packing", str(texts), "--model", str(tmp_path / "nope")]) == 2
     assert "model directory not found" in capsys.readouterr().err
+
+
+def _save_beside_tokenizer(model, model_dir, path):
+    """``model`` saved with the tokenizer of ``model_dir``."""
+    import shutil
+
+    path.mkdir()
+    for f in model_dir.iterdir():
+        if f.name.startswith(("tokenizer", "special_tokens")):
+            shutil.copy(f, path / f.name)
+    model.save_pretrained(path)
+    return path
+
+
+def test_command_refuses_a_model_of_another_kind(model_dir, tmp_path, capsys):
+    """A classifier or a bare decoder loaded as a causal LM gets a random LM head: the verdict
+    would be about a model nobody trains, so the command refuses it."""
+    config_cls, _, extra = FAMILIES["llama"]
+    config = getattr(transformers, config_cls)(**COMMON, **extra, num_labels=2)
+    texts = _write(tmp_path / "t.jsonl", [{"text": _text(n, n)} for n in (5, 9, 4)])
+    for model_cls, says in (("LlamaForSequenceClassification", "not a causal LM"),
+                            ("LlamaModel", "not a causal LM")):
+        torch.manual_seed(0)
+        path = _save_beside_tokenizer(getattr(transformers, model_cls)(config),
+                                      model_dir, tmp_path / model_cls)
+        assert check_packing_command(path, texts, capacity=16) == 2
+        err = capsys.readouterr().err
+        assert says in err and model_cls in err, err
+
+
+def test_command_refuses_a_checkpoint_without_the_lm_head(model_dir, tmp_path, capsys):
+    """No architecture in the config, and the weights lack lm_head: transformers would make
+    one up."""
+    config_cls, _, extra = FAMILIES["llama"]
+    config = getattr(transformers, config_cls)(**COMMON, **extra, tie_word_embeddings=False)
+    path = _save_beside_tokenizer(transformers.LlamaModel(config), model_dir, tmp_path / "m")
+    cfg = json.loads((path / "config.json").read_text())
+    del cfg["architectures"]
+    (path / "config.json").write_text(json.dumps(cfg))
+    texts = _write(tmp_path / "t.jsonl", [{"text": _text(5, 5)}])
+    assert check_packing_command(path, texts, capacity=16) == 2
+    err = capsys.readouterr().err
+    assert "not a trained causal LM" in err and "lm_head.weight" in err, err

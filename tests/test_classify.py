@@ -299,3 +299,75 @@ def test_cross_encoder_scorer_in_compress_and_cli(cross_encoder, tmp_path, capsy
     assert code == 2 and "error: " in err and "model directory not found" in err
     with pytest.raises(ValueError, match="needs a model directory"):
         ctxkit.get_scorer("cross-encoder:")
+
+
+# ----- models without the head they are used for --------------------------------------------
+
+
+def test_cli_classify_refuses_a_model_without_a_classification_head(tokenizer, tmp_path,
+                                                                     capsys):
+    """A bare encoder loaded as a classifier gets a random head: random labels, exit 0."""
+    import json
+
+    from transformers import BertModel
+
+    from ctxkit.cli import main
+
+    model_dir = tmp_path / "encoder"
+    BertModel(_config("bert", tokenizer.vocab_size)).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"text": "great product"}) + "\n")
+    out = tmp_path / "labels.jsonl"
+    code = main(["classify", str(src), "--model", str(model_dir), "-o", str(out),
+                 "--device", "cpu", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "BertModel, not a sequence classifier" in err, err
+    assert not out.exists()
+
+
+def test_a_checkpoint_lacking_the_head_weights_is_refused(tokenizer, tmp_path):
+    """The config names a classifier, the weights have no classifier: refused by name."""
+    import json
+
+    from transformers import BertModel
+
+    model_dir = tmp_path / "no-head"
+    BertModel(_config("bert", tokenizer.vocab_size)).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    cfg = json.loads((model_dir / "config.json").read_text())
+    cfg["architectures"] = ["BertForSequenceClassification"]
+    (model_dir / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(InputError, match=r"not a trained sequence classifier: its checkpoint "
+                                         r"lacks classifier\.bias, classifier\.weight"):
+        PackedClassifier(str(model_dir), device="cpu")
+
+
+def test_a_pickle_that_will_not_load_is_an_input_error(tokenizer, tmp_path, capsys):
+    """A ``pytorch_model.bin`` holding arbitrary objects: torch refuses to unpickle it."""
+    import collections
+    import json
+
+    from ctxkit.cli import main
+
+    model_dir = tmp_path / "pickled"
+    model_dir.mkdir()
+    _config("bert", tokenizer.vocab_size).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    torch.save({"bert.embeddings.word_embeddings.weight": collections.Counter(a=1)},
+               model_dir / "pytorch_model.bin")
+    with pytest.raises(InputError, match="cannot load a sequence classifier"):
+        PackedClassifier(str(model_dir), device="cpu")
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"text": "great product"}) + "\n")
+    code = main(["classify", str(src), "--model", str(model_dir), "-o",
+                 str(tmp_path / "o.jsonl"), "--device", "cpu", "--no-progress"])
+    assert code == 2, capsys.readouterr().err
+
+
+def test_loading_prints_no_transformers_bars_or_reports(tokenizer, tmp_path, capfd):
+    build("bert", tokenizer, tmp_path / "quiet")
+    capfd.readouterr()
+    PackedClassifier(str(tmp_path / "quiet"), device="cpu").predict(["a"])
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "LOAD REPORT" not in err, err

@@ -189,3 +189,22 @@ def test_threshold_without_a_stage_that_uses_it_is_an_error(tmp_path, capsys):
     assert run("dedup", src, "-o", tmp_path / "o.jsonl", "--method", "minhash",
                "--threshold", "0.8", "--strip-boilerplate", "2", "--no-progress") == 2
     assert "boilerplate" in capsys.readouterr().err
+
+
+def test_report_names_the_record_each_removal_matched(tmp_path):
+    """A chain: each text is similar to the next, the first and third are not. Every removal
+    names the record it matched, at or above the threshold, beside the kept representative."""
+    words = [f"w{i}" for i in range(80)]
+    rows = [{"id": f"t{k}", "text": " ".join(words[4 * k: 4 * k + 40])} for k in range(6)]
+    src = write_input(tmp_path / "in.jsonl", rows)
+    out, rep = tmp_path / "out.jsonl", tmp_path / "dups.json"
+    assert run("dedup", src, "-o", out, "--id-field", "id", "--method", "minhash",
+               "--threshold", "0.7", "--report", rep, "--no-progress") == 0
+    removed = json.loads(rep.read_text())["duplicates"]
+    assert [r["id"] for r in read_jsonl(out)] == ["t0"]
+    assert len(removed) == 5
+    for entry in removed:
+        assert entry["duplicate_of"] == "t0"
+        assert entry["similarity"] >= 0.7, entry
+        assert int(entry["matched"][1:]) in (int(entry["id"][1:]) - 1, int(entry["id"][1:]) + 1)
+    assert any(e["matched"] != e["duplicate_of"] for e in removed)

@@ -255,3 +255,14 @@ def test_pack_huge_text_split(tmp_path, capsys):
                     for rid, r in zip(row["source_ids"], row["source_ranges"]) if rid == "0")
     assert ranges[0][0] == 0 and ranges[-1][1] == len(expected["0"][0])
     assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+
+
+@pytest.mark.parametrize("pad, says", [("-1", "--pad-id must be a token id in 0..2,147,483,647"),
+                                       ("200000", "--pad-id must be a token id of tokenizer "
+                                                  "cl100k_base (0..100,276), got 200000")])
+def test_pad_id_outside_the_vocabulary_is_refused(tmp_path, capsys, pad, says):
+    src = _write_jsonl(tmp_path / "in.jsonl", [{"text": "hello"}])
+    out = tmp_path / "out.parquet"
+    assert main(["pack", str(src), "-o", str(out), "-c", "16", "--pad-id", pad]) == 2
+    assert says in _text(capsys)
+    assert not out.exists()

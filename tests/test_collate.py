@@ -354,8 +354,12 @@ def test_absurd_capacity_is_one_line_error_everywhere(capacity):
     (dict(capacity=True), "capacity must be a positive integer, got True"),
     (dict(capacity=64.0), "capacity must be a positive integer, got 64.0"),
     (dict(seed=-1), "seed must be a non-negative integer or None"),
-    (dict(separator_id="eos"), "separator_id must be an integer token id or None"),
-    (dict(pad_id=None), "pad_id must be an integer token id, got None"),
+    (dict(separator_id="eos"), "separator_id must be a token id in 0..2,147,483,647 or None"),
+    (dict(separator_id=-5), "separator_id must be a token id in 0..2,147,483,647 or None, "
+                            "got -5"),
+    (dict(separator_id=2**40), "separator_id must be a token id in 0..2,147,483,647 or None"),
+    (dict(pad_id=None), "pad_id must be a token id in 0..2,147,483,647, got None"),
+    (dict(pad_id=-1), "pad_id must be a token id in 0..2,147,483,647, got -1"),
     (dict(label_separators="yes"), "label_separators must be True or False"),
 ])
 def test_bad_options_same_message_from_every_entry_point(bad, message):
@@ -410,3 +414,21 @@ def test_a_broken_plan_is_an_internal_error_not_lost_tokens():
     tokens = np.array([11, 11, 11, 12, 12], dtype=np.int64)
     with pytest.raises(InternalError, match="placed 6 of input 0.s 3 tokens"):
         collate_plan(twice, tokens, np.array([0, 3]), lengths, pad_id=PAD)
+
+
+@pytest.mark.parametrize("seqs, message", [
+    ([[1, 2**40]], "sequence 0 holds the token id 1,099,511,627,776, above 2,147,483,647"),
+    ([[1], [2**31]], "sequence 1 holds the token id 2,147,483,648"),
+    ([np.array([2**63], dtype=np.uint64)], "sequence 0 holds the token id "
+                                           "9,223,372,036,854,775,808"),
+    ([[3, -2]], "sequence 0 holds the negative token id -2"),
+])
+def test_token_ids_out_of_range_are_refused_not_written(seqs, message):
+    """An id no vocabulary has would be written into input_ids and fail only in the model."""
+    with pytest.raises(InputError, match=re.escape(message)):
+        pack(seqs, capacity=8)
+    from ctxkit.packing.collate import pack_arrays
+
+    flat = np.concatenate([np.asarray(s) for s in seqs])
+    with pytest.raises(InputError, match="tokens holds the"):
+        pack_arrays(flat, np.array([len(s) for s in seqs]), capacity=8)

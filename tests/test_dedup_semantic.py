@@ -103,3 +103,16 @@ def test_one_embed_for_every_stage():
     assert v.shape == (3, 384) and abs(float(v[0] @ v[1]) - 1) < 1e-5
     with pytest.raises(TypeError, match="list of texts"):
         embed("one string")
+
+
+def test_a_chained_member_is_reported_against_the_item_it_matched():
+    """0~1 and 1~2 are above the threshold, 0~2 is not: 2 goes with 0's cluster, matched to 1."""
+    angles = np.radians([0, 30, 60])
+    emb = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    res = dedup(["a", "b", "c"], method="semantic", threshold=0.85, embeddings=emb)
+    assert res.duplicate_of.tolist() == [-1, 0, 0]
+    assert res.matched.tolist() == [-1, 0, 1]
+    np.testing.assert_allclose(res.similarity[1:], [np.cos(np.radians(30))] * 2)
+    rows = res.ledger(ids=["a", "b", "c"])
+    assert rows[1]["matched"] == "b" and rows[1]["duplicate_of"] == "a"
+    assert rows[1]["similarity"] >= 0.85

@@ -65,7 +65,7 @@ def test_dedup_report_lists_every_removal(tmp_path):
     assert isinstance(rep, DedupReport)
     assert (rep.records, rep.kept) == (3, 2)
     assert rep.duplicates == [{"id": "1", "duplicate_of": "0", "method": "exact",
-                               "similarity": 1.0, "line": 2}]
+                               "matched": "0", "similarity": 1.0, "line": 2}]
     assert rep.summary()[2] == ("removed", 1)
 
 

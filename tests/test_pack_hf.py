@@ -137,8 +137,8 @@ def test_pack_dataset_padded_and_dict():
     from ctxkit.packing.hf import pack_dataset
 
     ds = datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5], [6]]})
-    rows = pack_dataset(ds, capacity=4, layout="padded", separator_id=0, pad_id=-1)[:]
-    assert rows["input_ids"] == [[1, 2, 3, 0], [4, 5, 0, -1], [6, 0, -1, -1]]
+    rows = pack_dataset(ds, capacity=4, layout="padded", separator_id=0, pad_id=99)[:]
+    assert rows["input_ids"] == [[1, 2, 3, 0], [4, 5, 0, 99], [6, 0, 99, 99]]
     assert rows["segment_ids"] == [[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 0, 0]]
     assert rows["labels"] == [[-100, 2, 3, -100], [-100, 5, -100, -100], [-100] * 4]
     dd = datasets.DatasetDict({"train": ds, "test": ds.select([0])})

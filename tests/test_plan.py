@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxkit.errors import InputError
 from ctxkit.packing.optimal import cutting_stock
 from ctxkit.packing.plan import (
     OVERFLOW_POLICIES,
@@ -325,3 +326,22 @@ def test_binlist_behaves_like_a_list_of_arrays():
     hand = PackLengthsResult(bins=[np.array([0])], capacity=8, total_tokens=3, strategy="bfd",
                     lengths=np.array([3]))
     assert hand.segments() == [[(0, 0, 3)]] and hand.n_bins == 1
+
+
+@pytest.mark.parametrize("kw", [{"overflow": "split"}, {"strategy": "wrapped"}])
+def test_a_cut_beyond_the_piece_bound_is_refused_before_allocating(kw):
+    """10**12 tokens in 8-token windows would be 1.25e11 pieces (it tried to allocate 931 GiB)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError, match=r"125,000,000,00\d pieces of at most 8 tokens; a "
+                                             r"plan holds at most 67,108,864"):
+            pack_lengths([10**12], capacity=8, **kw)
+        assert tracemalloc.get_traced_memory()[1] < 2**20
+    finally:
+        tracemalloc.stop()
+    from ctxkit.packing.plan import MAX_PIECES
+
+    plan = pack_lengths([8 * 1000 + 3, 5], capacity=8, **kw)  # below the bound: cut as ever
+    assert plan.total_tokens == 8008 and plan.n_bins <= MAX_PIECES

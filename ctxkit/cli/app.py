@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from ctxkit.cli.render import out, print_table, progress_bar, render
+from ctxkit.cli.render import console, out, print_table, progress_bar, render
 from ctxkit.errors import InputError, OptionError
 from ctxkit.jobs import JobReport, Source, Target
 from ctxkit.jobs.common import DEFAULT_TOKENIZER
@@ -158,8 +158,14 @@ def _root(debug: Annotated[bool, typer.Option(
 
 @app.command("tokenizers")
 def tokenizers_cmd() -> None:
-    """List the tokenizer names --tokenizer accepts."""
-    from ctxkit.io.tokenizers import available_tokenizers
+    """List the tokenizer names --tokenizer accepts here (all work offline), then how to get
+    the others."""
+    from ctxkit.io.tokenizers import available_tokenizers, unavailable_tokenizers
 
     for name in available_tokenizers():
-        out.print(name)
+        out.print(name, markup=False, highlight=False)
+    missing = unavailable_tokenizers()
+    if missing:
+        console.print("\nnot available offline here (ctxkit never downloads):", markup=False)
+        for name, how in missing.items():
+            console.print(f"  {name}: {how}", markup=False, highlight=False)

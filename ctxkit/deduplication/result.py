@@ -11,6 +11,7 @@ import numpy as np
 __all__ = [
     "LARGE_CLUSTER",
     "DedupResult",
+    "best_matches",
     "cluster_warnings",
     "combine_stages",
     "result_from_representatives",
@@ -32,15 +33,15 @@ class DedupResult:
             members in ascending order.
         method: per item, the stage that removed it (``"exact"``, ``"minhash"``,
             ``"semantic"``), ``""`` when kept.
-        similarity: per item, its similarity to the item it was matched to in that stage
-            (1.0 for exact; for MinHash the Jaccard of the shingle sets, exact or estimated as
-            its ``verify`` option says; cosine for semantic); NaN when kept.
-            Clusters are transitive, so this can be below the threshold when the item was
-            linked to its representative through another member.
-        matched: per item, the representative of its cluster at the stage that removed it
-            (not necessarily an item it was compared with: clusters are transitive), before
-            later stages removed that representative in turn; equals ``duplicate_of`` after
-            one stage.
+        similarity: per item, its similarity to ``matched`` (1.0 for exact; for MinHash the
+            Jaccard of the shingle sets, exact or estimated as its ``verify`` option says;
+            cosine for semantic), at or above the stage's threshold; NaN when kept.
+        matched: per item, the item it was found similar to at the stage that removed it:
+            the stage's representative of its cluster when that pair was verified, else the
+            member of its best verified pair. Clusters are transitive (an item joins through
+            a chain of pairs), so the representative, ``duplicate_of``, can be less similar
+            than the threshold; ``matched`` and ``similarity`` say why the item went. -1 when
+            kept.
         pairs: ``(m, 2)`` verified similar pairs ``i < j`` (empty for exact). For MinHash,
             the verified links the clusters were built from: all candidate pairs of clusters
             of up to ``max_bucket`` items, fewer in larger ones (a pair whose two items are
@@ -89,21 +90,15 @@ class DedupResult:
         Example:
             >>> r = result_from_representatives(np.array([0, 0]), np.array([1.0, 1.0]), "exact")
             >>> r.ledger(ids=["a", "b"])
-            [{'id': 'b', 'duplicate_of': 'a', 'method': 'exact', 'similarity': 1.0}]
+            [{'id': 'b', 'duplicate_of': 'a', 'method': 'exact', 'matched': 'a', 'similarity': 1.0}]
+
+        ``duplicate_of`` is the kept representative of the item's cluster; ``matched`` the
+        item it was found similar to and ``similarity`` that similarity (see the attributes).
         """
         name = (lambda i: int(i)) if ids is None else (lambda i: ids[int(i)])
-        rows = []
-        for i in self.removed:
-            row = {
-                "id": name(i),
-                "duplicate_of": name(self.duplicate_of[i]),
-                "method": self.method[i],
-                "similarity": round(float(self.similarity[i]), 6),
-            }
-            if self.matched[i] != self.duplicate_of[i]:
-                row["matched"] = name(self.matched[i])
-            rows.append(row)
-        return rows
+        return [{"id": name(i), "duplicate_of": name(self.duplicate_of[i]),
+                 "method": self.method[i], "matched": name(self.matched[i]),
+                 "similarity": round(float(self.similarity[i]), 6)} for i in self.removed]
 
 
 def _clusters(duplicate_of: np.ndarray) -> list[list[int]]:
@@ -143,13 +138,21 @@ def result_from_representatives(
     pair_scores: np.ndarray | None = None,
     info: dict[str, Any] | None = None,
 ) -> DedupResult:
-    """Build a :class:`DedupResult` from each item's representative (itself when kept)."""
+    """Build a :class:`DedupResult` from each item's representative (itself when kept).
+
+    ``similarity`` is each item's similarity to its representative; an item with a verified
+    pair in ``pairs`` is reported against its best pair instead (:func:`best_matches`).
+    """
     rep = np.asarray(rep, dtype=np.int64)
     n = len(rep)
     idx = np.arange(n, dtype=np.int64)
     kept = rep == idx
     duplicate_of = np.where(kept, -1, rep)
     sim = np.where(kept, np.nan, np.asarray(similarity, dtype=np.float64))
+    matched = duplicate_of.copy()
+    if pairs is not None and pair_scores is not None and len(pair_scores):
+        matched, sim = best_matches(rep, np.asarray(pairs, np.int64).reshape(-1, 2),
+                                    np.asarray(pair_scores, np.float64), matched, sim)
     clusters = _clusters(duplicate_of)
     return DedupResult(
         keep=idx[kept],
@@ -157,7 +160,7 @@ def result_from_representatives(
         clusters=clusters,
         method=["" if k else method for k in kept],
         similarity=sim,
-        matched=duplicate_of.copy(),
+        matched=matched,
         pairs=np.empty((0, 2), np.int64)
         if pairs is None
         else np.asarray(pairs, np.int64).reshape(-1, 2),
@@ -167,6 +170,35 @@ def result_from_representatives(
     )
 
 
+def best_matches(rep: np.ndarray, pairs: np.ndarray, scores: np.ndarray, matched: np.ndarray,
+                 similarity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each removed item's match among the verified ``pairs``: its pair with the
+    representative ``rep[i]`` when there is one, else its most similar pair (the lower index
+    on a tie). Items without a pair keep their ``matched`` and ``similarity``.
+
+    Example:
+        >>> rep = np.array([0, 0, 0])  # 2 joined 0 through 1: the pair (0, 2) is not similar
+        >>> m, s = best_matches(rep, np.array([[0, 1], [1, 2]]), np.array([0.9, 0.8]),
+        ...                     np.array([-1, 0, 0]), np.array([np.nan, 0.9, 0.6]))
+        >>> m.tolist(), s.tolist()
+        ([-1, 0, 1], [nan, 0.9, 0.8])
+    """
+    src = np.concatenate([pairs[:, 0], pairs[:, 1]])
+    dst = np.concatenate([pairs[:, 1], pairs[:, 0]])
+    score = np.concatenate([scores, scores])
+    use = rep[src] != src  # links of removed items
+    src, dst, score = src[use], dst[use], score[use]
+    to_rep = dst == rep[src]
+    order = np.lexsort((dst, -score, ~to_rep, src))  # per item: the representative, best score
+    src, dst, score = src[order], dst[order], score[order]
+    first = np.ones(len(src), dtype=bool)
+    first[1:] = src[1:] != src[:-1]
+    matched, similarity = matched.copy(), similarity.copy()
+    matched[src[first]] = dst[first]
+    similarity[src[first]] = score[first]
+    return matched, similarity
+
+
 def combine_stages(n: int, stages: list[tuple[np.ndarray, DedupResult]]) -> DedupResult:
     """Chain stage results: stage k ran on the items ``alive_k`` that survived stage k-1.
 
@@ -174,6 +206,7 @@ def combine_stages(n: int, stages: list[tuple[np.ndarray, DedupResult]]) -> Dedu
     survivor too, so pointers are followed until they reach an item that is finally kept.
     """
     matched = np.full(n, -1, dtype=np.int64)
+    reps = np.full(n, -1, dtype=np.int64)
     similarity = np.full(n, np.nan)
     method = [""] * n
     pairs, scores = [], []
@@ -181,14 +214,15 @@ def combine_stages(n: int, stages: list[tuple[np.ndarray, DedupResult]]) -> Dedu
     for alive, res in stages:
         local = res.removed
         glob = alive[local]
-        matched[glob] = alive[res.duplicate_of[local]]
+        reps[glob] = alive[res.duplicate_of[local]]
+        matched[glob] = alive[res.matched[local]]
         similarity[glob] = res.similarity[local]
         for g in glob:
             method[g] = _stage_name(res)
         pairs.append(alive[res.pairs] if len(res.pairs) else np.empty((0, 2), np.int64))
         scores.append(res.pair_scores)
         info[_stage_name(res)] = res.info
-    duplicate_of = matched.copy()
+    duplicate_of = reps
     while True:  # each pass moves every pointer one stage forward; at most len(stages) passes
         removed = duplicate_of >= 0
         nxt = np.where(removed, duplicate_of, 0)

@@ -66,8 +66,10 @@ class DistributedDedup:
     Attributes:
         kept: the input rows that survive, in their original columns (lazy dataset).
         report: one row per removed input: ``id`` and ``duplicate_of`` (values of
-            ``id_column``, or row numbers), ``row``, ``duplicate_of_row``, ``method`` and
-            ``similarity`` (Jaccard to the kept row, exact or estimated as ``verify`` says).
+            ``id_column``, or row numbers), ``row``, ``duplicate_of_row`` (the kept row),
+            ``method``, ``matched_row`` (the row it was found similar to, which can differ
+            from the kept row: clusters are transitive) and ``similarity`` (Jaccard to
+            ``matched_row``, exact or estimated as ``verify`` says).
         result: the driver-side :class:`ctxkit.dedup.DedupResult` over row numbers, equal to
             ``ctxkit.dedup(texts, method="minhash", ...)`` on the same rows.
         info: parameters, counts and how the components were found.
@@ -392,6 +394,7 @@ def _report(ray: Any, indexed: Any, result: Any, id_column: str | None) -> Any:
     table = {
         "row": removed, "duplicate_of_row": dup,
         "method": [result.method[i] for i in removed],
+        "matched_row": result.matched[removed],
         "similarity": np.round(result.similarity[removed], 6),
     }
     if id_column is None:

@@ -46,6 +46,7 @@ from ctxkit.embedding.model import PackedModel, packed_encoder, resolve_device, 
 from ctxkit.embedding.ops import RowBatch, pool_segments
 from ctxkit.embedding.options import ClassifyOptions, EmbedOptions
 from ctxkit.errors import InputError, OptionError
+from ctxkit.io.models import load_pretrained, quiet_loading
 from ctxkit.options import bad_option
 
 __all__ = ["ClassifierModel", "PackedClassifier", "load_classifier", "scores_from_logits"]
@@ -167,19 +168,26 @@ def _load_cached(path: str, device: str, dtype: str, max_length: int | None) -> 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     dev = torch.device(device)
     dt = resolve_dtype(dtype, dev)
-    root = Path(path)
+    if _is_cross_encoder_dir(Path(path)):
+        from sentence_transformers import CrossEncoder
+
+        try:
+            with quiet_loading():
+                ce = CrossEncoder(path, device=str(dev), local_files_only=True)
+        except Exception as exc:  # noqa: BLE001 - any failure to read the user's files is theirs
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"cannot load a cross-encoder from {path!r}: {first}") from exc
+        return _from_cross_encoder(ce, dev, dt, path, max_length)
+    from transformers import AutoTokenizer
+
+    # refuses a checkpoint without a trained classification head (transformers would make
+    # one up and every label would be random)
+    model = load_pretrained(path, "sequence classifier")
     try:
-        if _is_cross_encoder_dir(root):
-            from sentence_transformers import CrossEncoder
-
-            ce = CrossEncoder(path, device=str(dev), local_files_only=True)
-            return _from_cross_encoder(ce, dev, dt, path, max_length)
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModelForSequenceClassification.from_pretrained(path, local_files_only=True)
+        with quiet_loading():
+            tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except (OSError, ValueError, KeyError) as exc:
-        raise ValueError(f"cannot load a sequence classifier from {path!r}: {exc}") from exc
+        raise InputError(f"found no tokenizer beside the classifier in {path!r}") from exc
     return classifier_from_model(model, tok, dev, dt, path, max_length)
 
 

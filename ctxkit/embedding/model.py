@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from ctxkit.embedding.ops import POOLING_MODES, varlen_attention_reference
+from ctxkit.errors import InputError
 from ctxkit.options import bad_option
 
 __all__ = ["Backbone", "PackedModel", "flash_varlen_fn", "load_backbone", "native_bf16_cpu",
@@ -341,11 +342,17 @@ def _load_cached(path: str, device: str, dtype: str) -> Backbone:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
 
+    from ctxkit.io.models import quiet_loading
+
     dev = torch.device(device)
     try:
-        st = SentenceTransformer(path, device=str(dev), local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot load a sentence-transformers model from {path!r}: {exc}") from exc
+        with quiet_loading():
+            st = SentenceTransformer(path, device=str(dev), local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - any failure to read the user's files is theirs
+        # (a pickled checkpoint that torch will not unpickle, a config it cannot parse)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"cannot load a sentence-transformers model from {path!r}: "
+                         f"{first}") from exc
     return backbone_from_st(st, dev, resolve_dtype(dtype, dev), name=path)
 
 

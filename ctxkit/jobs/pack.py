@@ -22,12 +22,11 @@ from ctxkit.jobs.common import (
     no_progress,
     require_records,
 )
-from ctxkit.packing.options import PackOptions
+from ctxkit.packing.options import MAX_TOKEN_ID, PackOptions
 
 __all__ = ["MAX_CAPACITY", "PackReport", "parse_separator", "run_pack"]
 
 _TOKENIZE_BATCH = 1024
-MAX_TOKEN_ID = 2**31 - 1  # vocabularies are far smaller; ids are stored as int64
 _PADDED_BYTES_PER_SLOT = 4 * 8  # input_ids, labels, position_ids, segment_ids (int64)
 
 
@@ -196,15 +195,15 @@ def run_pack(
     except OptionError as exc:
         raise cli_option_error(exc) from None
     suffix = check_suffix(target.output, (".parquet", ".jsonl", ".json"))
-    if not 0 <= pad_id <= MAX_TOKEN_ID:
-        raise OptionError("--pad-id", f"--pad-id must be a token id in 0..{MAX_TOKEN_ID:,}, "
-                                      f"got {pad_id}")
     if seed is not None and not 0 <= seed < 2**64:
         raise OptionError("--seed", f"--seed must be in 0..2**64-1, got {seed}")
     source.check()
     target.check((source.path,))
     tok = load_tokenizer(tokenizer)
     sep = parse_separator(separator, tok)
+    if pad_id >= vocab_size(tok):
+        raise OptionError("--pad-id", f"--pad-id must be a token id of tokenizer {tok.name} "
+                                      f"(0..{vocab_size(tok) - 1:,}), got {pad_id}")
     opts = opts.replace(separator_id=sep)
 
     report_fields = dict(input=str(source.path), output=str(target.output), tokenizer=tok.name,

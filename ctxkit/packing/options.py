@@ -29,6 +29,7 @@ from ctxkit.validate import check_choice
 __all__ = [
     "LAYOUTS",
     "MAX_CAPACITY",
+    "MAX_TOKEN_ID",
     "OVERFLOW_POLICIES",
     "STRATEGIES",
     "PackOptions",
@@ -43,6 +44,10 @@ LAYOUTS = ("padded", "flat")
 # already 128 MiB per array, and larger values (10**12, 2**63) would only fail later trying to
 # allocate terabytes, or overflow the int32 cu_seqlens.
 MAX_CAPACITY = 2**24
+# Token ids are in 0..2**31-1: every vocabulary is far smaller, and int32 ids (what many
+# kernels and Arrow columns use) hold them. A negative id or 2**40 would be written into
+# input_ids as it is and fail (or index out of range) only inside the model.
+MAX_TOKEN_ID = 2**31 - 1
 
 
 def _is_int(value: Any) -> bool:
@@ -68,8 +73,8 @@ def check_capacity(value: Any, name: str = "capacity") -> int:
 def _check_token_id(value: Any, name: str, optional: bool) -> int | None:
     if value is None and optional:
         return None
-    if not _is_int(value) or not -(2**63) <= value < 2**63:  # ids are stored as int64
-        kind = "an integer token id" + (" or None" if optional else "")
+    if not _is_int(value) or not 0 <= value <= MAX_TOKEN_ID:
+        kind = f"a token id in 0..{MAX_TOKEN_ID:,}" + (" or None" if optional else "")
         raise bad_option(name, f" must be {kind}, got {value!r}")
     return int(value)
 

@@ -69,6 +69,7 @@ from ctxkit.packing.optimal import optimal_assign
 from ctxkit.packing.options import OVERFLOW_POLICIES, STRATEGIES, check_capacity, check_choice
 
 __all__ = [
+    "MAX_PIECES",
     "OVERFLOW_POLICIES",
     "STRATEGIES",
     "BinList",
@@ -79,6 +80,11 @@ __all__ = [
 ]
 
 _EMPTY = np.zeros(0, np.int64)
+# A plan holds a few int64 entries per piece (a whole input, or one capacity-sized part of a
+# cut one) and peaks near 80 bytes per piece while planning: 2**26 pieces is about 5 GiB.
+# Cutting 10**12 tokens into 8-token windows would need 1.25e11 pieces (about 9 TiB); such
+# a plan is refused up front with the count, before anything is allocated.
+MAX_PIECES = 2**26
 
 
 class _Windows(Sequence):
@@ -330,6 +336,25 @@ def _wrapped_pieces(src: np.ndarray, item_len: np.ndarray, capacity: int):
     return window, src[item], offset, offset + (hi - lo)
 
 
+def _check_pieces(eff: np.ndarray, active: np.ndarray, capacity: int, strategy: str,
+                  split: bool) -> None:
+    """Refuse a plan of more than :data:`MAX_PIECES` pieces, counted without making them."""
+    if strategy == "wrapped":  # at most one piece per input plus one per window edge
+        pieces = active.size + int(eff[active].sum()) // capacity
+        why = f"strategy='wrapped' would cut the {int(eff[active].sum()):,} tokens into"
+    elif split:
+        pieces = int((-(-eff[active] // capacity)).sum())
+        big = int(active[np.argmax(eff[active])])
+        why = (f"overflow='split' would cut the inputs (input {big} alone has "
+               f"{int(eff[big]):,} tokens) into")
+    else:
+        return
+    if pieces > MAX_PIECES:
+        raise InputError(f"{why} {pieces:,} pieces of at most {capacity:,} tokens; a plan holds "
+                         f"at most {MAX_PIECES:,} (about 80 bytes each while planning): pack "
+                         "fewer tokens per call or use a larger capacity")
+
+
 def pack_lengths(
     lengths,
     *,
@@ -377,6 +402,7 @@ def pack_lengths(
         eff = np.where(arr > capacity, 0, arr)
     active = np.flatnonzero(eff > 0)
     total = int(eff[active].sum())
+    _check_pieces(eff, active, capacity, strategy, overflow == "split" and over.size > 0)
 
     # Items: what the strategy places. An input is one item unless it is split.
     src, item_len = active, eff[active]

@@ -25,7 +25,7 @@ import numpy as np
 
 from ctxkit import validate
 from ctxkit.errors import InputError
-from ctxkit.packing.options import PackOptions
+from ctxkit.packing.options import MAX_TOKEN_ID, PackOptions
 from ctxkit.packing.plan import pack_lengths
 from ctxkit.packing.result import PackResult
 from ctxkit.packing.tensors import collate_plan
@@ -56,12 +56,22 @@ def _as_int_arrays(sequences: Any, what: str, name: str,
             raise InputError(f"{what} {i} must be a 1-D sequence of ints, got shape {arr.shape}")
         if arr.size and not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
             raise InputError(f"{what} {i} must hold integers, got dtype {arr.dtype}")
-        if token_ids and arr.size and arr.min() < 0:
-            raise InputError(f"{what} {i} holds the negative token id {int(arr.min())}")
+        if token_ids and arr.size:
+            _check_ids(arr, f"{what} {i}")
         arrays.append(arr.astype(np.int64, copy=False))
     lengths = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
     flat = np.concatenate(arrays) if arrays else _EMPTY
     return flat, lengths
+
+
+def _check_ids(ids: np.ndarray, where: str) -> None:
+    """Every id in ``0..MAX_TOKEN_ID``; checked before any cast to int64 could wrap it."""
+    low, high = ids.min(), ids.max()
+    if low < 0:
+        raise InputError(f"{where} holds the negative token id {int(low)}")
+    if high > MAX_TOKEN_ID:
+        raise InputError(f"{where} holds the token id {int(high):,}, above {MAX_TOKEN_ID:,} "
+                         "(2**31 - 1); no vocabulary is that large")
 
 
 def pack(
@@ -199,7 +209,12 @@ def pack_arrays(
         options, capacity=capacity, strategy=strategy, separator_id=separator_id,
         overflow=overflow, pad_id=pad_id, seed=seed, layout=layout,
         label_separators=label_separators)
-    flat = np.asarray(tokens, dtype=np.int64)
+    flat = np.asarray(tokens)
+    if flat.size and not np.issubdtype(flat.dtype, np.integer):
+        raise InputError(f"tokens must hold integers, got dtype {flat.dtype}")
+    if flat.size:
+        _check_ids(flat, "tokens")
+    flat = flat.astype(np.int64, copy=False)
     lengths = np.asarray(lengths, dtype=np.int64)
     if flat.ndim != 1 or lengths.ndim != 1 or int(lengths.sum()) != flat.size:
         raise InputError(

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxkit.errors import InputError, OptionError, RecordError
+from ctxkit.io.models import load_pretrained
 from ctxkit.io.records import check_input, read_records
 from ctxkit.io.tokenizers import HFTokenizer
 from ctxkit.packing.collate import pack
@@ -27,21 +28,15 @@ __all__ = ["check_packing_command", "load_sequences", "render_check"]
 
 
 def _load_model(model_dir: Path, attn_implementation: str | None, use_cache: bool) -> Any:
-    from transformers import AutoModelForCausalLM
-
     kwargs = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
-    try:
-        model = AutoModelForCausalLM.from_pretrained(str(model_dir), local_files_only=True,
-                                                     **kwargs)
-        # a saved config says how the model generates (use_cache: true); a training step runs
-        # without the KV cache unless the trainer is told otherwise, and the check runs the
-        # batch as the trainer will
-        model.config.use_cache = use_cache
-        return model
-    except (OSError, ValueError, KeyError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"cannot load a causal LM from {model_dir} without the network: "
-                         f"{first}") from None
+    # refuses a classifier, a bare encoder or a checkpoint lacking the LM head: checked with a
+    # random head the verdict would be about a model the user does not train
+    model = load_pretrained(model_dir, "causal LM", **kwargs)
+    # a saved config says how the model generates (use_cache: true); a training step runs
+    # without the KV cache unless the trainer is told otherwise, and the check runs the
+    # batch as the trainer will
+    model.config.use_cache = use_cache
+    return model
 
 
 def _token_rows(path: Path) -> list[tuple[int, dict[str, Any]]] | None:

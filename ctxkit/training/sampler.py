@@ -52,6 +52,13 @@ class _Steps:
                                      f"got {rank!r}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise bad_option("seed", f" must be a non-negative integer, got {seed!r}")
+        if result.n_steps == 0:  # the sampler would yield nothing, and training would not start
+            step = result.ranks * result.windows_per_step
+            raise bad_option("result", f" has no step: its {result.n_windows:,} windows are "
+                                       f"fewer than one step takes ({result.ranks} ranks x "
+                                       f"{result.windows_per_step} windows per step = {step}), "
+                                       "so all are leftovers; balance with fewer ranks or "
+                                       "windows_per_step, or pack into a smaller capacity")
         self.result, self.rank = result, None if rank is None else int(rank)
         self.shuffle, self.seed, self.epoch = bool(shuffle), int(seed), 0
 
