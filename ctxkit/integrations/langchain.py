@@ -12,6 +12,12 @@
   :class:`~ctxkit.chat.memory.ChatMemory` per thread (``configurable.thread_id``), so a
   step costs the new messages' features, and with ``prefix_cache=True`` consecutive windows
   share their prefix (a provider's prompt cache serves it; ``cache_accounting`` says how much).
+- :class:`~ctxkit.integrations.langchain_middleware.CompressionMiddleware` (importable from
+  here; it needs the ``langchain`` package, 1.x): the same, per thread, as middleware of
+  LangChain 1.x's ``create_agent(model, tools, middleware=[CompressionMiddleware(4096)])``,
+  the successor of ``create_react_agent``; it changes what the model is sent on each call
+  (``wrap_model_call``), never the agent's state. Both keep their memories in a
+  :class:`ThreadMemories`.
 - :class:`CtxkitDocumentCompressor`: a ``BaseDocumentCompressor`` for
   ``ContextualCompressionRetriever``: the retrieved documents compressed together to a token
   budget with the question (:func:`~ctxkit.integrations.passages.compress_passages`); each kept
@@ -54,6 +60,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is installed in CI
     raise missing_extra("langchain", "langchain-core") from exc
 
+# CompressionMiddleware is left out: ``import *`` must work without the ``langchain`` package
 __all__ = ["CompressionHook", "CtxkitDocumentCompressor", "ThreadMemories", "compress_messages"]
 
 _DEFAULTS = CompressOptions()
@@ -76,7 +83,8 @@ def compress_messages(messages: Sequence[BaseMessage], budget: int, *,
 
 class ThreadMemories:
     """One :class:`~ctxkit.chat.memory.ChatMemory` per conversation thread, kept in step with
-    the thread's history: the state behind :class:`CompressionHook`.
+    the thread's history: what :class:`CompressionHook` and
+    :class:`~ctxkit.integrations.langchain_middleware.CompressionMiddleware` share.
 
     ``prefix_cache``: as for :class:`~ctxkit.chat.memory.ChatMemory` (``True`` or a
     :class:`~ctxkit.chat.prefix_window.PrefixCacheOptions`); ``options``: ChatMemory's
@@ -194,3 +202,13 @@ class CtxkitDocumentCompressor(BaseDocumentCompressor):
             meta = {**docs[i].metadata, "ctxkit": res.passages[i].to_metadata(dropped)}
             out.append(docs[i].model_copy(update={"page_content": text, "metadata": meta}))
         return out
+
+
+def __getattr__(name: str) -> Any:
+    # CompressionMiddleware needs the ``langchain`` package (1.x) on top of langchain-core:
+    # imported on first use, so the rest of this module works with langchain-core alone
+    if name == "CompressionMiddleware":
+        from ctxkit.integrations.langchain_middleware import CompressionMiddleware
+
+        return CompressionMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
