@@ -2,7 +2,9 @@
 
 - :mod:`ctxkit.integrations.langchain`: :func:`~ctxkit.integrations.langchain.compress_messages`
   (``BaseMessage``\\ s to ``BaseMessage``\\ s under a budget),
-  :class:`~ctxkit.integrations.langchain.CompressionHook` (a LangGraph ``pre_model_hook``) and
+  :class:`~ctxkit.integrations.langchain.CompressionHook` (a LangGraph ``pre_model_hook``),
+  :class:`~ctxkit.integrations.langchain_middleware.CompressionMiddleware` (LangChain 1.x
+  ``create_agent`` middleware; the ``langchain`` package, imported on first use) and
   :class:`~ctxkit.integrations.langchain.CtxkitDocumentCompressor` (a
   ``BaseDocumentCompressor`` for ``ContextualCompressionRetriever``);
 - :mod:`ctxkit.integrations.llamaindex`:

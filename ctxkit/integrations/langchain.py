@@ -12,6 +12,12 @@
   :class:`~ctxkit.chat.memory.ChatMemory` per thread (``configurable.thread_id``), so a
   step costs the new messages' features, and with ``prefix_cache=True`` consecutive windows
   share their prefix (a provider's prompt cache serves it; ``cache_accounting`` says how much).
+- :class:`~ctxkit.integrations.langchain_middleware.CompressionMiddleware` (importable from
+  here; it needs the ``langchain`` package, 1.x): the same, per thread, as middleware of
+  LangChain 1.x's ``create_agent(model, tools, middleware=[CompressionMiddleware(4096)])``,
+  the successor of ``create_react_agent``; it changes what the model is sent on each call
+  (``wrap_model_call``), never the agent's state. Both keep their memories in a
+  :class:`ThreadMemories`.
 - :class:`CtxkitDocumentCompressor`: a ``BaseDocumentCompressor`` for
   ``ContextualCompressionRetriever``: the retrieved documents compressed together to a token
   budget with the question (:func:`~ctxkit.integrations.passages.compress_passages`); each kept
@@ -54,7 +60,8 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is installed in CI
     raise missing_extra("langchain", "langchain-core") from exc
 
-__all__ = ["CompressionHook", "CtxkitDocumentCompressor", "compress_messages"]
+# CompressionMiddleware is left out: ``import *`` must work without the ``langchain`` package
+__all__ = ["CompressionHook", "CtxkitDocumentCompressor", "ThreadMemories", "compress_messages"]
 
 _DEFAULTS = CompressOptions()
 
@@ -74,8 +81,10 @@ def compress_messages(messages: Sequence[BaseMessage], budget: int, *,
     return compress_chat(messages, budget, query=query, **options).messages
 
 
-class CompressionHook:
-    """A LangGraph ``pre_model_hook`` fitting the state's messages into ``budget`` tokens.
+class ThreadMemories:
+    """One :class:`~ctxkit.chat.memory.ChatMemory` per conversation thread, kept in step with
+    the thread's history: what :class:`CompressionHook` and
+    :class:`~ctxkit.integrations.langchain_middleware.CompressionMiddleware` share.
 
     ``prefix_cache``: as for :class:`~ctxkit.chat.memory.ChatMemory` (``True`` or a
     :class:`~ctxkit.chat.prefix_window.PrefixCacheOptions`); ``options``: ChatMemory's
@@ -85,10 +94,9 @@ class CompressionHook:
 
     Example:
         >>> from langchain_core.messages import HumanMessage
-        >>> hook = CompressionHook(200, scorer="idf")
-        >>> update = hook({"messages": [HumanMessage("hi")]})
-        >>> [m.content for m in update["llm_input_messages"]]
-        ['hi']
+        >>> threads = ThreadMemories(200, scorer="idf")
+        >>> len(threads.sync("t1", [HumanMessage("hi")])), len(threads.memory("t1"))
+        (1, 1)
     """
 
     def __init__(self, budget: int, *, prefix_cache: Any = False, threads: int = 64,
@@ -99,15 +107,6 @@ class CompressionHook:
         self._make()  # a bad option is an error now, not at the first model call
         self._threads = threads
         self._memories: OrderedDict[Any, ChatMemory] = OrderedDict()
-
-    def __call__(self, state: Any, config: RunnableConfig | None = None) -> dict[str, Any]:
-        """``{"llm_input_messages": window}`` for the graph ``state`` (a mapping or an object
-        with ``messages``); ``config`` is the run's config (its ``thread_id`` picks the
-        memory). LangGraph passes the config to a node only when the parameter is annotated
-        ``RunnableConfig``."""
-        messages = state["messages"] if isinstance(state, Mapping) else state.messages
-        memory = self._sync(self._thread(config), list(messages))
-        return {"llm_input_messages": memory.compress().messages}
 
     def memory(self, thread_id: Any = None) -> ChatMemory:
         """The memory of a thread (``None``: runs without a ``thread_id``)."""
@@ -120,11 +119,9 @@ class CompressionHook:
         (:meth:`~ctxkit.chat.memory.ChatMemory.cache_accounting`)."""
         return self.memory(thread_id).cache_accounting()
 
-    @staticmethod
-    def _thread(config: RunnableConfig | None) -> Any:
-        return ((config or {}).get("configurable") or {}).get("thread_id")
-
-    def _sync(self, thread: Any, messages: list[Any]) -> ChatMemory:
+    def sync(self, thread: Any, messages: list[Any]) -> ChatMemory:
+        """The thread's memory holding ``messages``: the new ones added, or a fresh memory
+        when the history is not the one seen before plus new messages."""
         memory = self._memories.pop(thread, None)
         if memory is not None:
             seen = memory.history.originals
@@ -138,6 +135,32 @@ class CompressionHook:
         while len(self._memories) > self._threads:
             self._memories.popitem(last=False)
         return memory
+
+
+class CompressionHook(ThreadMemories):
+    """A LangGraph ``pre_model_hook`` fitting the state's messages into ``budget`` tokens;
+    the arguments and the per-thread memories are :class:`ThreadMemories`'.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> hook = CompressionHook(200, scorer="idf")
+        >>> update = hook({"messages": [HumanMessage("hi")]})
+        >>> [m.content for m in update["llm_input_messages"]]
+        ['hi']
+    """
+
+    def __call__(self, state: Any, config: RunnableConfig | None = None) -> dict[str, Any]:
+        """``{"llm_input_messages": window}`` for the graph ``state`` (a mapping or an object
+        with ``messages``); ``config`` is the run's config (its ``thread_id`` picks the
+        memory). LangGraph passes the config to a node only when the parameter is annotated
+        ``RunnableConfig``."""
+        messages = state["messages"] if isinstance(state, Mapping) else state.messages
+        memory = self.sync(self._thread(config), list(messages))
+        return {"llm_input_messages": memory.compress().messages}
+
+    @staticmethod
+    def _thread(config: RunnableConfig | None) -> Any:
+        return ((config or {}).get("configurable") or {}).get("thread_id")
 
 
 class CtxkitDocumentCompressor(BaseDocumentCompressor):
@@ -179,3 +202,13 @@ class CtxkitDocumentCompressor(BaseDocumentCompressor):
             meta = {**docs[i].metadata, "ctxkit": res.passages[i].to_metadata(dropped)}
             out.append(docs[i].model_copy(update={"page_content": text, "metadata": meta}))
         return out
+
+
+def __getattr__(name: str) -> Any:
+    # CompressionMiddleware needs the ``langchain`` package (1.x) on top of langchain-core:
+    # imported on first use, so the rest of this module works with langchain-core alone
+    if name == "CompressionMiddleware":
+        from ctxkit.integrations.langchain_middleware import CompressionMiddleware
+
+        return CompressionMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
