@@ -44,7 +44,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ctxkit.integrations import missing_extra
-from ctxkit.integrations.langchain import ThreadMemories
+from ctxkit.integrations.threads import ThreadMemories
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
