@@ -91,7 +91,8 @@ class OptionSet:
         if options is None:
             return cls(**kwargs)
         if not isinstance(options, cls):
-            raise TypeError(f"options must be a {cls.__name__}, got {type(options).__name__}")
+            raise bad_option("options", f" must be a {cls.__name__} or None, got "
+                                        f"{type(options).__name__}")
         defaults = {f.name: f.default for f in dataclasses.fields(cls)}
         changed = {k: v for k, v in kwargs.items()
                    if not (type(v) is type(defaults[k]) and v == defaults[k])}

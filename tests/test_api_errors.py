@@ -8,7 +8,7 @@ import math
 import pytest
 
 import ctxkit
-from ctxkit.errors import CtxkitError
+from ctxkit.errors import CtxkitError, OptionError
 
 NAN = math.nan
 TEXTS = ["a cat sat on the mat", "dogs bark loudly at night"]
@@ -285,3 +285,13 @@ def test_the_sweep_can_fail():
     with pytest.raises(AssertionError):  # nor is an error that names another argument
         test_bad_input_is_a_ctxkit_error_naming_the_argument(
             lambda: ctxkit.pack([[1]], capacity=0), "strategy")
+
+
+@pytest.mark.parametrize("call", [
+    lambda: ctxkit.pack([[1, 2, 3]], capacity=8, options=ctxkit.ChatOptions()),
+    lambda: ctxkit.dedup(["a b c", "a b c"], options="minhash"),
+    lambda: ctxkit.compress("some text to compress here", 4, options={"scorer": "idf"}),
+])
+def test_options_of_the_wrong_type_name_the_option(call):
+    with pytest.raises(OptionError, match="options"):
+        call()

@@ -165,7 +165,8 @@ class MinHashOptions(OptionSet):
         if unknown:
             raise TypeError(f"unknown MinHash option(s): {sorted(unknown)}")
         if options is not None and not isinstance(options, cls):
-            raise TypeError(f"options must be a {cls.__name__}, got {type(options).__name__}")
+            raise bad_option("options", f" must be a {cls.__name__} or None, got "
+                                        f"{type(options).__name__}")
         given = {k: v for k, v in overrides.items() if v is not None}
         base = options if options is not None else cls()
         return base.replace(**given) if given else base
