@@ -219,3 +219,20 @@ def test_missing_text_field_names_the_template_that_reads_the_record(tmp_path):
         "missing field 'text' (it has 'instruction' and 'output': the alpaca template reads it)",
         "missing field 'text' (it has 'messages': the messages template reads it)",
         "missing field 'text'"]
+
+
+def test_a_lone_surrogate_is_a_bad_record_naming_its_line(tmp_path):
+    # JSON's "\ud800" escape decodes to a lone surrogate, which no stage can encode: every
+    # command exited 3 with no FILE:LINE
+    from ctxkit.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": "a", "text": "fine text here"}\n'
+                   '{"id": "b", "text": "bad \\ud800 text"}\n', encoding="utf-8")
+    with pytest.raises(RecordError, match=r"in.jsonl:2 .*lone surrogate \(U\+D800\)"):
+        list(read_records(src))
+    assert [r.id for r in read_records(src, on_error="skip")] == ["a"]
+    for argv in (["dedup", str(src), "-o", str(tmp_path / "d.jsonl")],
+                 ["compress", str(src), "--budget", "10", "--scorer", "idf",
+                  "-o", str(tmp_path / "c.jsonl")]):
+        assert main(argv) == 2

@@ -199,8 +199,8 @@ def record_from_dict(
         if not isinstance(input_text, str) or not isinstance(output, str):
             raise bad("alpaca 'input'/'output' must be text")
         prompt = format_alpaca_prompt(instruction, input_text)
-        return Record(id=rid, text=prompt + output, line=line, prompt=prompt, raw=raw,
-                      location=loc)
+        return Record(id=rid, text=_unicode(prompt + output, bad), line=line, prompt=prompt,
+                      raw=raw, location=loc)
     if template == "messages":
         key = next((k for k in MESSAGE_KEYS if k in obj), None)
         if key is None:
@@ -210,13 +210,25 @@ def record_from_dict(
         except (ValueError, TypeError) as exc:
             raise bad(str(exc)) from None
         text = "\n".join(f"{m['role']}: {m['content']}" for m in messages)
-        return Record(id=rid, text=text, line=line, messages=messages, raw=raw, location=loc)
+        return Record(id=rid, text=_unicode(text, bad), line=line, messages=messages, raw=raw,
+                      location=loc)
     if field not in obj:
         raise bad(f"missing field {field!r}{_template_hint(obj)}")
     value = obj[field]
     if not isinstance(value, str):
         raise bad(f"field {field!r} is {type(value).__name__}, not text")
-    return Record(id=rid, text=value, line=line, raw=raw, location=loc)
+    return Record(id=rid, text=_unicode(value, bad), line=line, raw=raw, location=loc)
+
+
+def _unicode(text: str, bad: Any) -> str:
+    """``text``, or ``bad(reason)`` raised when it holds a lone surrogate (JSON's "\\ud800"
+    escape decodes to one): no stage can encode it, so the record names where it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise bad(f"text has a lone surrogate (U+{ord(text[exc.start]):04X}) at character "
+                  f"{exc.start}: not valid Unicode") from None
+    return text
 
 
 Row = tuple[Location, Any, "str | None"]  # where, parsed object (or None), error (or None)
