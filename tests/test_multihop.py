@@ -4,6 +4,7 @@ bridge entity) is kept, and at a tight budget both hops survive as sentences."""
 import re
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -199,3 +200,19 @@ def test_repeated_titles_never_break_the_budget_or_lose_a_word(chunks, budget, g
             # every dropped title word is still in what the unit emits
             emitted = normalise(u.compressed)
             assert all(f" {w} " in emitted for w in normalise(" ".join(u.dropped_words)).split())
+
+
+@pytest.mark.parametrize("code", [
+    "for i in range(1, 11):\n    for j in range(1, 11):\n        print(i * j, end=' ')",
+    "SELECT * FROM customers\nWHERE EXISTS (SELECT 1 FROM orders WHERE customers.id = 1)",
+    "<form>\n  <label for='name'>Name:</label><br>\n</form>",
+    "import requests\nfrom bs4 import BeautifulSoup\nhtml = requests.get(url).text",
+    "def total(lower, upper): \n    total = lower + upper\n    return total",
+])
+def test_a_first_line_of_code_is_never_dropped_as_a_title(code):
+    # the title rule dropped "for i in range(1, 11):" from code whose body repeats its words
+    assert repeated_title(code) == 0
+    chunks = [code, "Bananas are yellow and grow in bunches.", "The sky is blue today."]
+    out = compress(chunks, 60, query="print a multiplication table", scorer="idf",
+                   granularity="chunk")
+    assert code in out.text and not any(u.code == "title_repeated" for u in out.units)

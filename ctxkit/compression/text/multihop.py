@@ -53,6 +53,8 @@ MAX_NAME_WORDS = 12
 _PREFIX = re.compile(r"\s*([^\n]{1,200}?)(?::[ \t]+|[ \t]*\n)")
 _SENTENCE_END = re.compile(r"[a-z]{2}[.!]\s")
 _PAREN = re.compile(r"\s*\([^()]*\)\s*$")
+# a title line that reads as a name: words and light punctuation, no code operator or bracket
+_NAME_LINE = re.compile(r"[\w\s,.'’&-]+")
 _NON_WORD = re.compile(r"[\W_]+")
 
 
@@ -178,17 +180,26 @@ def chunk_links(pairs: Sequence[tuple[str, str]], owner: Sequence[int]) -> np.nd
 def repeated_title(unit: str) -> int:
     """Characters of ``unit``'s title-like prefix (module docstring; with its ``": "`` or line
     break) when the rest of the unit repeats every word of it, else 0: such a title says
-    nothing its sentence does not, so dropping it loses no word of information.
+    nothing its sentence does not, so dropping it loses no word of information. A title line
+    (one ending in a line break) counts only when it reads as a name (words and light
+    punctuation) and the next line opens with it: the first line of code ("for i in
+    range(10):", "import requests", "<form>") is a statement, never dropped.
 
     Example:
         >>> repeated_title("Jan Romer: Jan Romer was a Polish general.")
         11
         >>> repeated_title("Mary Poppins (disambiguation): Mary Poppins is a series.")
         0
+        >>> repeated_title("for i in range(3):\\n    print(i in range(3))")
+        0
     """
     title = _title(unit)
     if title is None:
         return 0
-    m = title[1]
+    name, m = title
     rest = normalise(unit[m.end():])
+    # "Title: body" on one line; a title line must read as a name and open the next line
+    inline = m.group(0).rstrip(" \t").endswith(":") and unit[m.end():m.end() + 1] not in "\r\n"
+    if not inline and not (_NAME_LINE.fullmatch(name) and rest.startswith(normalise(name))):
+        return 0
     return m.end() if all(f" {w} " in rest for w in normalise(m.group(1)).split()) else 0
