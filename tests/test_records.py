@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -236,3 +237,16 @@ def test_a_lone_surrogate_is_a_bad_record_naming_its_line(tmp_path):
                  ["compress", str(src), "--budget", "10", "--scorer", "idf",
                   "-o", str(tmp_path / "c.jsonl")]):
         assert main(argv) == 2
+
+
+@pytest.mark.parametrize("body,where", [
+    ("[" * 100_000 + "]" * 100_000, "in.json:1 (element 0)"),
+    ('{"text": ' + "[" * 100_000 + "]" * 100_000 + "}", "in.json:1"),
+    ('[{"text": "ok"},\n' + "[" * 100_000 + "]" * 100_000 + "]", "in.json:2 (element 1)"),
+])
+def test_a_json_file_nested_too_deeply_names_where(tmp_path, body, where):
+    # the parser's RecursionError escaped: every command exited 3 with no location
+    src = tmp_path / "in.json"
+    src.write_text(body, encoding="utf-8")
+    with pytest.raises(RecordError, match=re.escape(where) + ".*nested too deeply"):
+        list(read_records(src))

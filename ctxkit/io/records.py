@@ -284,6 +284,9 @@ def _iter_json_array(path: Path, text: str, start: int) -> Iterator[Row]:
                 obj, end = decoder.raw_decode(text, i)
             except json.JSONDecodeError as exc:
                 raise _json_error(path, exc) from None
+            except RecursionError:  # the parser recurses once per level; no end to skip to
+                raise RecordError(source, text.count("\n", 0, i) + 1, f"invalid JSON: element "
+                                  f"{element} is nested too deeply", element=element) from None
             line += text.count("\n", counted, i)
             counted = i
             yield Location(source, line, element=element), obj, None
@@ -331,6 +334,9 @@ def _iter_json(path: Path, record_keys: tuple[str, ...] = ("text",)) -> Iterator
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _json_error(path, exc) from None
+    except RecursionError:
+        raise RecordError(str(path), 1 + text.count("\n", 0, start),
+                          "invalid JSON: nested too deeply") from None
     if isinstance(data, Mapping):
         wrappers = [k for k in WRAPPER_KEYS if isinstance(data.get(k), list)]
         if len(wrappers) == 1 and not any(k in data for k in record_keys):
