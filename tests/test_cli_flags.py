@@ -71,3 +71,16 @@ def test_no_progress_silences_transformers_bars(tmp_path):
                           capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Loading weights" not in done.stderr and "it/s" not in done.stderr
+
+
+def test_help_names_the_input_alike_and_chat_budget_per_conversation():
+    from typer.testing import CliRunner
+
+    from ctxkit.cli import app
+
+    runner = CliRunner()
+    for command in ("chat", "compress", "density", "dedup", "pack", "embed", "eval"):
+        usage = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output
+        assert "IN" in usage.split("Usage:")[1].splitlines()[0] and "{path}" not in usage
+    chat = runner.invoke(app, ["chat", "--help"], env={"COLUMNS": "200"}).output
+    assert "per conversation" in chat and "per text" not in chat

@@ -97,3 +97,14 @@ def test_cli_eval_writes_report(tmp_path):
     md = (out / "report.md").read_text()
     for name in ("lengths", "utilization", "redundancy", "density", "embedding"):
         assert (out / f"{name}.png").exists() and f"![{name}]({name}.png)" in md
+
+
+def test_eval_output_that_names_a_file_is_refused(tmp_path, capsys):
+    # `-o report.md` made a folder called report.md
+    from ctxkit.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "a short record"}\n{"text": "another record"}\n', encoding="utf-8")
+    assert main(["eval", str(src), "-o", str(tmp_path / "report.md")]) == 2
+    assert "--output names the report folder" in " ".join(capsys.readouterr().err.split())
+    assert not (tmp_path / "report.md").exists()

@@ -37,7 +37,8 @@ __all__ = ["chat_cmd", "compress_cmd", "density_cmd"]
 @app.command("compress")
 def compress_cmd(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="A text file, or JSONL/JSON/Parquet records.")],
+    path: Annotated[Path, typer.Argument(
+        metavar="IN", help="A text file, or JSONL/JSON/Parquet records.")],
     budget: BudgetOpt,
     output: Annotated[Path, typer.Option(
         "--output", "-o", help="A text file for text input; records (format by suffix) for "
@@ -77,9 +78,10 @@ def compress_cmd(
 def chat_cmd(
     ctx: typer.Context,
     path: Annotated[Path, typer.Argument(
-        help="A JSON message list (OpenAI or ShareGPT), or JSON/JSONL/Parquet conversations "
-             "with a messages key.")],
-    budget: BudgetOpt,
+        metavar="IN", help="A JSON message list (OpenAI or ShareGPT), or JSON/JSONL/Parquet "
+                           "conversations with a messages key.")],
+    budget: Annotated[int, typer.Option("--budget", "-b",
+                                        help="Token budget per conversation.")],
     output: Annotated[Path, typer.Option(
         "--output", "-o", help="Where to write the result (.json, .jsonl or .parquet).")],
     keep_last: Annotated[int, typer.Option(
@@ -132,7 +134,8 @@ def chat_cmd(
 
 @app.command("density")
 def density_cmd(
-    path: Annotated[Path, typer.Argument(help="JSONL/JSON/Parquet records, or a text file.")],
+    path: Annotated[Path, typer.Argument(
+        metavar="IN", help="JSONL/JSON/Parquet records, or a text file.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Report (.json).")],
     field: FieldOpt = None,
     template: TemplateOpt = None,

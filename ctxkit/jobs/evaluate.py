@@ -91,6 +91,10 @@ def run_eval(
     sections += ["embedding"] if embedding else []
     source.check()
     out = target.output
+    if out.suffix.lower() in (".md", ".json", ".html", ".png", ".txt") and not out.is_dir():
+        raise OptionError("--output", f"--output names the report folder (eval writes "
+                                      f"report.json, report.md and plots into it), not a file: "
+                                      f"{out.name}; try -o {out.with_suffix('')}")
     written = ("report.json", "report.md", *(f"{s}.png" for s in sections))  # plots by section
     target.check((source.path,), directory=True, files=tuple(out / name for name in written))
     report = EvalJobReport(command="eval", input=str(source.path), output=str(target.output),
