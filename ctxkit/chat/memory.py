@@ -59,7 +59,7 @@ from ctxkit.chat.history import HistoryFormat
 from ctxkit.chat.options import ChatOptions
 from ctxkit.chat.prefix_window import PrefixCacheOptions, PrefixWindow
 from ctxkit.chat.result import CompressChatResult
-from ctxkit.chat.selection import select
+from ctxkit.chat.selection import MessageTable, select
 from ctxkit.chat.summary_placement import (
     Summarizer,
     SummaryOptions,
@@ -135,6 +135,7 @@ class ChatMemory:
         self.messages: list[dict[str, Any]] = []  # the internal form (OpenAI or ShareGPT)
         self._prepared: int | None = None  # messages[:_prepared] have their features
         self._tools = ToolPairing()  # the calls made so far: a result must answer one
+        self._table: MessageTable | None = None  # the selection's per-message facts
         self.history = HistoryFormat()  # the messages as added, and their format
         self._names = (
             tokenizer if isinstance(tokenizer, str) else getattr(tokenizer, "name", None),
@@ -180,6 +181,7 @@ class ChatMemory:
                              "first") from None
         del self.messages[index]
         self._tools = pairing
+        self._table = None  # numbered anew at the next call
         if self._prepared is not None:
             self._prepared = min(self._prepared, index)
         if self._window is not None:
@@ -232,13 +234,27 @@ class ChatMemory:
             act = self._window.compress if advance else self._window.peek
             return act(self.messages, budget, query)
         if self.summarize is None:
-            return select(self.messages, budget, self.options, self.features, query)
+            return select(self.messages, budget, self.options, self.features, query,
+                          self._message_table())
         out, state = summarized_select(select, self.messages, budget, self.options,
                                        self.features, query, self.summarize,
                                        self.summary_options, self._summary)
         if advance:
             self._summary = state
         return out
+
+    def _message_table(self) -> MessageTable:
+        """The selection's per-message facts, extended by the messages added since the last
+        call (built afresh when the stored messages were edited in place)."""
+        table = self._table
+        if table is None or len(table) > len(self.messages) or \
+                table.messages != self.messages[:len(table)]:
+            self._table = None
+        if self._table is None:
+            self._table = MessageTable(self.features, self.options.per_message,
+                                       self.options.image_tokens)
+        self._table.extend(self.messages[len(self._table):])
+        return self._table
 
     def _prepare(self) -> None:
         """The steady state: features of the messages added since the last call, in one batch.

@@ -18,6 +18,7 @@ from ctxkit.compression.options import check_budget
 from ctxkit.compression.scoring.lexical import spread_to_neighbors
 from ctxkit.compression.text.pipeline import compress
 from ctxkit.compression.text.selection import utility
+from ctxkit.io.formats import IMAGE_TOKENS
 from ctxkit.io.messages import (
     SYSTEM_ROLES,
     TOOL_CALL_ROLES,
@@ -34,34 +35,79 @@ from ctxkit.io.messages import raw_role as _role
 from ctxkit.io.messages import tool_call_ids as _tool_ids
 from ctxkit.options import bad_option
 
-__all__ = ["select", "turn_scores"]
-
-
-def _groups(messages: Sequence[Mapping[str, Any]]) -> list[list[int]]:
-    """Message indices grouped so a tool call and every result answering it stay together:
-    a result joins the group of the call its id names (parallel results too, even after
-    other turns); one without an id joins the call right before it."""
-    groups: list[list[int]] = []
-    owner: dict[str, int] = {}  # call id -> its group
-    for i, m in enumerate(messages):
-        ids = answered_ids(m)
-        if _role(m) in TOOL_RESULT_ROLES and groups:
-            g = owner.get(ids[0]) if ids else (
-                len(groups) - 1 if _is_call(messages[groups[-1][0]]) else None)
-            if g is not None:
-                groups[g].append(i)
-                continue
-        groups.append([i])
-        owner.update(dict.fromkeys(_tool_ids(m), len(groups) - 1))
-    return groups
+__all__ = ["MessageTable", "select", "turn_scores"]
 
 
 def _is_call(m: Mapping[str, Any]) -> bool:
     return bool(m.get("tool_calls") or m.get("function_call")) or _role(m) in TOOL_CALL_ROLES
 
 
+class MessageTable:
+    """What the selection needs of each message that no query changes: its text, role, billed
+    tokens, tool-call group, and whether it is a call, blank or filler. Built at once for a
+    cold call; :class:`~ctxkit.chat.memory.ChatMemory` extends one as its history grows, so a
+    turn reads these for the new messages only.
+
+    Example:
+        >>> from ctxkit.chat.features import ChatFeatures
+        >>> table = MessageTable(ChatFeatures("cl100k_base", "idf"), per_message=3)
+        >>> table.extend([{"role": "user", "content": "thanks!"},
+        ...               {"role": "assistant", "content": None,
+        ...                "tool_calls": [{"id": "c1", "function": {"name": "f"}}]},
+        ...               {"role": "tool", "tool_call_id": "c1", "content": "42"}])
+        >>> table.groups, table.calls, len(table)
+        ([[0], [1, 2]], [False, True, False], 3)
+    """
+
+    def __init__(self, features: ChatFeatures, per_message: int,
+                 image_tokens: int = IMAGE_TOKENS):
+        self.features, self.per_message, self.image_tokens = features, per_message, image_tokens
+        self.messages: list[Mapping[str, Any]] = []
+        self.texts: list[str] = []
+        self.roles: list[str] = []
+        self.cost: list[int] = []
+        self.calls: list[bool] = []
+        self.blank: list[bool] = []
+        self.filler: list[bool] = []  # blank, or a courtesy ("thanks!", "ok")
+        self.groups: list[list[int]] = []
+        self.group_of: list[int] = []
+        self._owner: dict[str, int] = {}  # call id -> its group
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def extend(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Append ``messages`` (numbered after the ones before)."""
+        groups, owner = self.groups, self._owner
+        for m in messages:
+            i = len(self.messages)
+            text, role = _text(m, i), _role(m)
+            self.messages.append(m)
+            self.texts.append(text)
+            self.roles.append(role)
+            self.cost.append(self.features.message_tokens(m, role, text, self.per_message,
+                                                          self.image_tokens))
+            self.calls.append(_is_call(m))
+            self.blank.append(not text.strip())
+            self.filler.append(self.blank[-1] or is_courtesy(text))
+            # a result joins the group of the call its id names (parallel results too, even
+            # after other turns); one without an id joins the call right before it
+            ids = answered_ids(m)
+            if role in TOOL_RESULT_ROLES and groups:
+                g = owner.get(ids[0]) if ids else (
+                    len(groups) - 1 if self.calls[groups[-1][0]] else None)
+                if g is not None:
+                    groups[g].append(i)
+                    self.group_of.append(g)
+                    continue
+            groups.append([i])
+            self.group_of.append(len(groups) - 1)
+            owner.update(dict.fromkeys(_tool_ids(m), len(groups) - 1))
+
+
 def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions,
-           features: ChatFeatures, query: str | None = None) -> CompressChatResult:
+           features: ChatFeatures, query: str | None = None,
+           table: MessageTable | None = None) -> CompressChatResult:
     """``compress_chat`` with its options and a feature store given (``ChatMemory`` keeps one
     store for a whole conversation; the result is the same as with a fresh one).
 
@@ -71,14 +117,21 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
         opts: the chat options.
         features: the per-message feature store.
         query: what the window is chosen for (default: the latest user turn).
+        table: the messages' :class:`MessageTable`, kept across calls by ``ChatMemory``
+            (whose ``add`` checked their format and tool calls); built here when None.
 
     Returns:
         The window and its ledger (the module docstring gives the steps, in order).
     """
     check_budget(budget)
-    fmt = _format(messages)
-    check_tool_results(messages)
-    win = _Window.measure(messages, int(budget), opts, features, fmt)
+    if table is None:
+        fmt = _format(messages)
+        check_tool_results(messages)
+        table = MessageTable(features, opts.per_message, opts.image_tokens)
+        table.extend(messages)
+    else:
+        fmt = _format(messages[:1])  # ChatMemory.add keeps one format
+    win = _Window.measure(messages, int(budget), opts, features, fmt, table)
     if win.original <= budget:
         return win.result()
     room = _protect(win)
@@ -126,26 +179,26 @@ class _Window:
     protected: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     new_text: dict[int, str] = field(default_factory=dict)
     ledger: list[MessageChange] = field(default_factory=list)
+    table: MessageTable | None = None
+    single_mask: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     @classmethod
     def measure(cls, messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions,
-                features: ChatFeatures, fmt: str) -> _Window:
+                features: ChatFeatures, fmt: str, table: MessageTable) -> _Window:
         n = len(messages)
-        texts = [_text(m, i) for i, m in enumerate(messages)]
-        roles = [_role(m) for m in messages]
-        cost = np.array([features.message_tokens(m, roles[i], texts[i], opts.per_message,
-                                                 opts.image_tokens)
-                         for i, m in enumerate(messages)], dtype=np.int64)
-        return cls(messages, budget, opts, features, fmt, texts, roles, cost,
-                   opts.reply_priming if n else 0, np.ones(n, dtype=bool))
+        cost = np.fromiter(table.cost, np.int64, n)
+        win = cls(messages, budget, opts, features, fmt, table.texts, table.roles, cost,
+                  opts.reply_priming if n else 0, np.ones(n, dtype=bool))
+        win.table = table
+        win.groups, win.group_of = table.groups, np.fromiter(table.group_of, np.int64, n)
+        sizes = np.fromiter(map(len, table.groups), np.int64, len(table.groups))
+        win.single_mask = sizes[win.group_of] == 1 if n else np.zeros(0, dtype=bool)
+        return win
 
     @property
     def original(self) -> int:
         return int(self.cost.sum()) + self.priming
 
-    def single(self, i: int) -> bool:
-        """Whether message ``i`` is a group of its own (not a tool call or its result)."""
-        return len(self.groups[self.group_of[i]]) == 1
 
     def drop(self, members: Sequence[int], reason: str, score: float | None = None,
              code: str = "over_budget") -> None:
@@ -188,14 +241,9 @@ def _protect(win: _Window) -> int:
     """Protect the system prompt and the last ``keep_last`` messages (with their tool call
     groups); the room left for the rest, or an ``OptionError`` when they alone overflow."""
     opts, roles, n = win.opts, win.roles, len(win.messages)
-    win.groups = _groups(win.messages)
-    win.group_of = np.empty(n, dtype=np.int64)
-    for g, members in enumerate(win.groups):
-        win.group_of[members] = g
-    win.protected = np.zeros(n, dtype=bool)
-    if opts.keep_system:
-        win.protected |= np.array([r in SYSTEM_ROLES for r in roles], dtype=bool)
-    turns = [i for i in range(n) if roles[i] not in SYSTEM_ROLES or not opts.keep_system]
+    system = np.fromiter((r in SYSTEM_ROLES for r in roles), bool, n)
+    win.protected = system.copy() if opts.keep_system else np.zeros(n, dtype=bool)
+    turns = np.flatnonzero(~system) if opts.keep_system else np.arange(n)
     for i in turns[-opts.keep_last:] if opts.keep_last else []:
         win.protected[win.groups[win.group_of[i]]] = True
     any_protected = bool(win.protected.any())
@@ -209,15 +257,16 @@ def _protect(win: _Window) -> int:
 
 def _drop_filler_and_repeats(win: _Window) -> None:
     """Filler turns ("thanks!", "ok") go, and a re-asked question's earlier copies."""
-    texts, protected = win.texts, win.protected
-    for i in range(len(texts)):
-        if not protected[i] and win.single(i) and not _is_call(win.messages[i]) and (
-                not texts[i].strip() or is_courtesy(texts[i])):
-            win.drop([i], "filler", code="filler")
-    repeats = win.features.near_duplicates(texts, win.roles, win.opts.dedup_threshold)
-    for i, j in enumerate(repeats):
-        if j >= 0 and win.keep[i] and not protected[i] and win.single(i) and texts[i].strip():
-            win.drop([i], f"duplicate of message {j}", code="duplicate")
+    table, n = win.table, len(win.texts)
+    movable = ~win.protected & win.single_mask
+    filler = np.fromiter(table.filler, bool, n)
+    for i in np.flatnonzero(movable & filler & ~np.fromiter(table.calls, bool, n)):
+        win.drop([int(i)], "filler", code="filler")
+    repeats = np.asarray(win.features.near_duplicates(win.texts, win.roles,
+                                                      win.opts.dedup_threshold), np.int64)
+    blank = np.fromiter(table.blank, bool, n)
+    for i in np.flatnonzero((repeats >= 0) & win.keep & movable & ~blank):
+        win.drop([int(i)], f"duplicate of message {repeats[i]}", code="duplicate")
 
 
 def _keep_whole(win: _Window, cands: list[int], order: np.ndarray, room: int
