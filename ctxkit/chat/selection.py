@@ -138,18 +138,19 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
     _drop_filler_and_repeats(win)
     if query is None:
         query = latest_user_text(messages)
-    cands = [g for g, members in enumerate(win.groups)
-             if win.keep[members].all() and not win.protected[members].any()]
-    scores = turn_scores(features, [" ".join(win.texts[i] for i in win.groups[g]) for g in cands],
-                     np.array([win.cost[win.groups[g]].sum() for g in cands], dtype=np.int64),
-                     query, opts, room)
+    cands, need = _candidates(win)
+    groups, texts = win.groups, win.texts
+    units = [texts[groups[g][0]] if len(groups[g]) == 1 else " ".join(
+        texts[i] for i in groups[g]) for g in cands]
+    scores = turn_scores(features, units, need, query, opts, room)
     order = np.argsort(-scores, kind="stable")
-    whole, room = _keep_whole(win, cands, order, room)
+    need = need.tolist()
+    whole, room = _keep_whole(win, need, order, room)
     pruned: list[tuple[int, int]] = []  # (message, tokens its whole text would add)
-    for rank in order:
+    for rank in order.tolist():
         if not whole[rank]:
-            room = _fit_turn(win, win.groups[cands[rank]], float(scores[rank]), room, query,
-                             pruned)
+            room = _fit_turn(win, groups[cands[rank]], need[rank], float(scores[rank]), room,
+                             query, pruned)
     # room left over: shortened turns get their whole text back, most relevant first
     for i, extra in pruned:
         if extra <= room and i in win.new_text:
@@ -269,26 +270,37 @@ def _drop_filler_and_repeats(win: _Window) -> None:
         win.drop([int(i)], f"duplicate of message {repeats[i]}", code="duplicate")
 
 
-def _keep_whole(win: _Window, cands: list[int], order: np.ndarray, room: int
-                ) -> tuple[np.ndarray, int]:
-    """Coarse: the most relevant turns whole, in ``whole_share`` of the room."""
+def _candidates(win: _Window) -> tuple[list[int], np.ndarray]:
+    """The groups still in play (every member kept, none protected), ascending, and the
+    tokens each bills whole."""
+    n_groups = len(win.groups)
+    out = np.zeros(n_groups, dtype=bool)
+    out[win.group_of[~win.keep | win.protected]] = True
+    cands = np.flatnonzero(~out)
+    billed = np.bincount(win.group_of, weights=win.cost, minlength=n_groups)
+    return cands.tolist(), billed[cands].astype(np.int64)
+
+
+def _keep_whole(win: _Window, need: list[int], order: np.ndarray, room: int
+                ) -> tuple[list[bool], int]:
+    """Coarse: the most relevant turns whole, in ``whole_share`` of the room (``need``: each
+    candidate's tokens)."""
     whole_room = int(room * win.opts.whole_share) if win.opts.shorten else room
-    whole = np.zeros(len(cands), dtype=bool)
-    for rank in order:
-        need = int(win.cost[win.groups[cands[rank]]].sum())
-        if need <= whole_room:
+    whole = [False] * len(need)
+    for rank in order.tolist():
+        if need[rank] <= whole_room:
             whole[rank] = True
-            whole_room -= need
-            room -= need
+            whole_room -= need[rank]
+            room -= need[rank]
     return whole, room
 
 
-def _fit_turn(win: _Window, members: list[int], score: float, room: int, query: str | None,
-              pruned: list[tuple[int, int]]) -> int:
-    """Fine: keep one candidate group whole, pruned to ``word_keep`` of its tokens, or cut to
-    the last of the room, whichever fits first; else drop it. Returns the room left."""
+def _fit_turn(win: _Window, members: list[int], need: int, score: float, room: int,
+              query: str | None, pruned: list[tuple[int, int]]) -> int:
+    """Fine: keep one candidate group (``need`` tokens whole) whole, pruned to ``word_keep``
+    of its tokens, or cut to the last of the room, whichever fits first; else drop it.
+    Returns the room left."""
     opts, features = win.opts, win.features
-    need = int(win.cost[members].sum())
     if not opts.shorten and need <= room:
         return room - need
     i = members[0]
