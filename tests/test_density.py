@@ -218,3 +218,14 @@ def test_a_growing_history_finds_the_repeats_a_fresh_one_finds(turns, steps, thr
     edited = texts[:n][::-1]  # not an extension: found afresh
     assert growing.near_duplicates(edited, roles[:n], threshold) == \
         ChatFeatures("cl100k_base", "idf").near_duplicates(edited, roles[:n], threshold)
+
+
+def test_the_density_command_prints_units(tmp_path, capsys):
+    from ctxkit.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "The cat sat on the mat today."}\n'
+                   '{"text": "Quarterly revenue rose 12% to $4.1M in Q3."}\n', encoding="utf-8")
+    assert main(["density", str(src), "-o", str(tmp_path / "d.json")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "score (mean, bits per token)" in out and "entropy (mean, bits per token)" in out

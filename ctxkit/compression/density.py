@@ -19,7 +19,7 @@ Per text (:class:`TextDensity`):
 
 Per corpus (``density(list_of_texts)``, a :class:`DensityResult`): the per-text metrics as
 distributions (``summary()``), plus redundancy against the rest of the corpus: which texts are
-near-duplicates (MinHash, Jaccard of word 3-gram shingles >= ``threshold``) of an earlier one,
+near-duplicates (Jaccard of word 3-gram shingles >= ``threshold``) of an earlier one,
 their share, the tokens dedup would save, the top redundant clusters, and with
 ``semantic=True`` each text's semantic novelty ``1 - max cosine`` to any other text (bundled
 all-MiniLM-L6-v2).

@@ -35,12 +35,18 @@ class DensityJobReport(JobReport):
         rows = [("texts", len(rep.texts)), ("tokens", rep.total_tokens),
                 ("near-duplicate share", rep.near_duplicate_share),
                 ("tokens dedup would save", rep.dedup_saved_tokens)]
-        rows += [(f"{name} (mean)", stats["mean"]) for name, stats in rep.summary().items()
-                 if name != "tokens"]
+        rows += [(f"{name} (mean, {UNITS.get(name, 'share')})", stats["mean"])
+                 for name, stats in rep.summary().items() if name != "tokens"]
         return rows
 
     def to_dict(self) -> dict[str, Any]:
         return self.data
+
+
+# what each per-text metric counts in (docs/density.md); ratios not listed are shares in [0, 1]
+UNITS = {"compression_ratio": "compressed / raw bytes", "entropy": "bits per token",
+         "self_information": "bits per token", "score": "bits per token",
+         "semantic_novelty": "1 - max cosine"}
 
 
 def run_density(
