@@ -210,6 +210,13 @@ class _Window:
             self.ledger.append(MessageChange(int(i), self.roles[i], "dropped", reason,
                                              int(self.cost[i]), 0, score, code))
 
+    def drop_single(self, indices: Sequence[int], reasons: Sequence[str], code: str) -> None:
+        """:meth:`drop` for many one-message groups at once, before any was shortened."""
+        self.keep[list(indices)] = False
+        roles, cost = self.roles, self.cost
+        self.ledger.extend(MessageChange(i, roles[i], "dropped", r, int(cost[i]), 0, None, code)
+                           for i, r in zip(indices, reasons))
+
     def shorten(self, i: int, text: str, tokens: int, framing: int, score: float,
                 reason: str) -> None:
         self.new_text[i] = text
@@ -261,13 +268,14 @@ def _drop_filler_and_repeats(win: _Window) -> None:
     table, n = win.table, len(win.texts)
     movable = ~win.protected & win.single_mask
     filler = np.fromiter(table.filler, bool, n)
-    for i in np.flatnonzero(movable & filler & ~np.fromiter(table.calls, bool, n)):
-        win.drop([int(i)], "filler", code="filler")
+    fill = np.flatnonzero(movable & filler & ~np.fromiter(table.calls, bool, n)).tolist()
+    win.drop_single(fill, ["filler"] * len(fill), "filler")
     repeats = np.asarray(win.features.near_duplicates(win.texts, win.roles,
                                                       win.opts.dedup_threshold), np.int64)
     blank = np.fromiter(table.blank, bool, n)
-    for i in np.flatnonzero((repeats >= 0) & win.keep & movable & ~blank):
-        win.drop([int(i)], f"duplicate of message {repeats[i]}", code="duplicate")
+    dup = np.flatnonzero((repeats >= 0) & win.keep & movable & ~blank).tolist()
+    win.drop_single(dup, [f"duplicate of message {j}" for j in repeats[dup].tolist()],
+                    "duplicate")
 
 
 def _candidates(win: _Window) -> tuple[list[int], np.ndarray]:
