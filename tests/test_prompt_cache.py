@@ -120,3 +120,10 @@ def test_cached_tokens_never_exceed_either_window(windows):
         assert 0 <= turn.cached_tokens <= turn.tokens
         assert turn.cached_tokens <= max(previous - 3, 0)
         previous = turn.tokens
+
+
+@pytest.mark.parametrize("bad", [None, 5, "abc", {"role": "user"}])
+def test_cache_accounting_names_windows_that_are_no_sequence(bad):
+    # None and numbers raised TypeError ('NoneType' object is not iterable)
+    with pytest.raises(InputError, match="windows must be a sequence of windows"):
+        cache_accounting(bad)

@@ -205,7 +205,7 @@ def cache_accounting(windows: Iterable[Any], *, tokenizer: str | Tokenizer = "cl
         >>> r.turns[1].cached_messages, round(r.hit_share, 2)
         (2, 0.37)
     """
-    if isinstance(windows, (str, bytes, Mapping)):
+    if isinstance(windows, (str, bytes, Mapping)) or not isinstance(windows, Iterable):
         raise InputError(f"windows must be a sequence of windows, got {type(windows).__name__}")
     meter = CacheMeter(tokenizer=tokenizer, per_message=per_message, reply_priming=reply_priming,
                        min_cached_tokens=min_cached_tokens, block_tokens=block_tokens)
