@@ -3,14 +3,11 @@ scripted stand-in that records what it was sent; the agent graph, its state, too
 middleware chain are LangChain's own)."""
 
 import asyncio
-from typing import Any
 
 import pytest
+from agent_fakes import RecordingModel, count_bolts, crate_of, weigh
 from langchain.agents import create_agent
-from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxkit import compress_chat, count_chat_tokens
@@ -20,44 +17,19 @@ from ctxkit.integrations.langchain_middleware import CompressionMiddleware, _thr
 PROMPT = "You answer from the notes and the tools."
 
 
-@tool
-def count_bolts(crate: int) -> str:
-    """How many bolts a crate holds."""
-    return f"Crate {crate} holds {10 * crate} bolts."
-
-
-@tool
-def weigh(crate: int) -> str:
-    """What a crate weighs."""
-    return f"Crate {crate} weighs {crate + 2} kg."
-
-
-class ScriptedModel(BaseChatModel):
+class ScriptedModel(RecordingModel):
     """Calls ``count_bolts`` and ``weigh`` once per question, then answers from the tools'
-    results; keeps every message list it was sent."""
+    results."""
 
-    sent: list = []
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> "ScriptedModel":
-        return self
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
-        self.sent.append(list(messages))
+    def reply(self, messages: list) -> AIMessage:
         last = messages[-1]
         if isinstance(last, ToolMessage):
             results = [m.content for m in messages if isinstance(m, ToolMessage)][-2:]
-            reply = AIMessage("The tools say: " + " ".join(results))
-        else:
-            crate = int("".join(c for c in last.content if c.isdigit()) or 0)
-            n = len(self.sent)
-            reply = AIMessage("", tool_calls=[
-                {"id": f"call{n}a", "name": "count_bolts", "args": {"crate": crate}},
-                {"id": f"call{n}b", "name": "weigh", "args": {"crate": crate}}])
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+            return AIMessage("The tools say: " + " ".join(results))
+        crate, n = crate_of(last.content), len(self.sent)
+        return AIMessage("", tool_calls=[
+            {"id": f"call{n}a", "name": "count_bolts", "args": {"crate": crate}},
+            {"id": f"call{n}b", "name": "weigh", "args": {"crate": crate}}])
 
 
 def _history(n: int) -> list:

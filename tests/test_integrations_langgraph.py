@@ -2,13 +2,9 @@
 scripted stand-in that records what it was sent; the graph, its state and tool loop are
 LangGraph's own)."""
 
-from typing import Any
-
 import pytest
-from langchain_core.language_models.chat_models import BaseChatModel
+from agent_fakes import RecordingModel, count_bolts, crate_of
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import create_react_agent
 
@@ -16,35 +12,15 @@ from ctxkit import count_chat_tokens
 from ctxkit.integrations.langchain import CompressionHook
 
 
-@tool
-def count_bolts(crate: int) -> str:
-    """How many bolts a crate holds."""
-    return f"Crate {crate} holds {10 * crate} bolts."
+class ScriptedModel(RecordingModel):
+    """Calls ``count_bolts`` once per question, then answers from the tool's result."""
 
-
-class ScriptedModel(BaseChatModel):
-    """Calls ``count_bolts`` once per question, then answers from the tool's result; keeps
-    every message list it was sent."""
-
-    sent: list = []
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> "ScriptedModel":
-        return self
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
-        self.sent.append(list(messages))
+    def reply(self, messages: list) -> AIMessage:
         last = messages[-1]
         if isinstance(last, ToolMessage):
-            reply = AIMessage(f"The tool says: {last.content}")
-        else:
-            crate = int("".join(c for c in last.content if c.isdigit()) or 0)
-            reply = AIMessage("", tool_calls=[{"id": f"call{len(self.sent)}",
-                                               "name": "count_bolts", "args": {"crate": crate}}])
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+            return AIMessage(f"The tool says: {last.content}")
+        return AIMessage("", tool_calls=[{"id": f"call{len(self.sent)}", "name": "count_bolts",
+                                          "args": {"crate": crate_of(last.content)}}])
 
 
 def _notes(n: int) -> list:
