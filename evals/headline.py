@@ -97,15 +97,6 @@ def _public_compression(d: dict) -> tuple[str, str, str]:
         f"BM25 top units {kept['BM25 top units']}; MiniLM top units {kept['MiniLM top units']}")
 
 
-def _chat_memory(d: dict) -> tuple[str, str, str]:
-    run = next(r for r in d["runs"] if r["scorer"] == "embedding")
-    return (f"Chat app: compress after every message ({d['messages']} messages, budget "
-            f"{d['budget']:,}), median CPU ms per turn",
-            f"`ChatMemory` {run['memory_ms_median']:.0f} ms",
-            f"`compress_chat` on the whole history {run['compress_chat_ms_median']:,.0f} ms "
-            f"({run['speedup']:.0f}x slower)")
-
-
 def _chat_scaling(d: dict) -> tuple[str, str, str]:
     a, z = d["scaling"][0], d["scaling"][-1]
     return (f"Agent memory: `compress` after every message, defaults, budget {a['budget']:,} "
@@ -159,7 +150,6 @@ def _training(d: dict) -> tuple[str, str, str]:
 ROWS: tuple[tuple[str, Callable[[dict], tuple[str, str, str]]], ...] = (
     ("compression", _compression),
     ("public_compression", _public_compression),
-    ("chat_memory", _chat_memory),
     ("chat_memory", _chat_billing),
     ("chat_scaling", _chat_scaling),
     ("dedup", _dedup),

@@ -60,9 +60,8 @@ def test_stale_page_and_headline_are_detected_and_rewritten(tmp_path):
 def test_headline_reads_the_committed_figures(tmp_path):
     results = tmp_path / "results"
     shutil.copytree(RESULTS, results)
-    data = json.loads((results / "chat_memory.json").read_text())
-    for run in data["runs"]:
-        run["memory_ms_median"] = 12345.0
-    (results / "chat_memory.json").write_text(json.dumps(data))
-    assert "12345 ms" in render_headline(results)
-    assert "12345 ms" not in render_headline(RESULTS)
+    data = json.loads((results / "chat_scaling.json").read_text())
+    data["scaling"][0]["turn_median_ms"] = 12345.0
+    (results / "chat_scaling.json").write_text(json.dumps(data))
+    assert "`ChatMemory` 12,345 ms" in render_headline(results)
+    assert "12,345 ms" not in render_headline(RESULTS)
