@@ -197,7 +197,7 @@ def run_chat(
     """
     from ctxkit.io.outputs import write_json
 
-    run = _ChatRun.plan(budget, ChatOptions(), query=query, replay=replay,
+    run = _ChatRun.plan(budget, query=query, replay=replay,
                         prefix_cache=prefix_cache, summarize=summarize,
                         summary_model=summary_model, kv_model=kv_model, kv_dtype=kv_dtype,
                         output=target.output, keep_last=keep_last, keep_system=keep_system,
@@ -237,13 +237,13 @@ class _ChatRun:
     suffix: str  # the output's suffix, which write_records reads the format from
 
     @classmethod
-    def plan(cls, budget: int, defaults: ChatOptions, *, query: str | None, replay: bool,
+    def plan(cls, budget: int, *, query: str | None, replay: bool,
              prefix_cache: bool, summarize: str | None, summary_model: str | None,
              kv_model: str | None, kv_dtype: str, output: Any, **options: Any) -> _ChatRun:
         from ctxkit.io.outputs import record_format
 
         budget = as_flags(check_budget, budget)
-        opts = as_flags(defaults.replace, **options)
+        opts = as_flags(ChatOptions, **options)
         if prefix_cache and not replay:
             raise OptionError("--prefix-cache", "--prefix-cache applies to --replay (a window "
                                                 "kept across turns); add --replay")
