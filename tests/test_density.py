@@ -213,11 +213,11 @@ def test_a_growing_history_finds_the_repeats_a_fresh_one_finds(turns, steps, thr
     for step in steps + [len(turns)]:
         n = min(len(turns), n + step)
         fresh = ChatFeatures("cl100k_base", "idf")
-        assert growing.near_duplicates(texts[:n], roles[:n], threshold) == \
-            fresh.near_duplicates(texts[:n], roles[:n], threshold)
+        assert growing.near_duplicates(texts[:n], roles[:n], threshold).tolist() == \
+            fresh.near_duplicates(texts[:n], roles[:n], threshold).tolist()
     edited = texts[:n][::-1]  # not an extension: found afresh
-    assert growing.near_duplicates(edited, roles[:n], threshold) == \
-        ChatFeatures("cl100k_base", "idf").near_duplicates(edited, roles[:n], threshold)
+    assert growing.near_duplicates(edited, roles[:n], threshold).tolist() == \
+        ChatFeatures("cl100k_base", "idf").near_duplicates(edited, roles[:n], threshold).tolist()
 
 
 def test_the_density_command_prints_units(tmp_path, capsys):

@@ -15,7 +15,7 @@ Example:
     >>> f.count("hello world"), f.count("hello world")
     (2, 2)
     >>> f.near_duplicates(["How do I reset it?", "fine", "how do I reset it"],
-    ...                   ["user", "assistant", "user"], 0.8)
+    ...                   ["user", "assistant", "user"], 0.8).tolist()
     [2, -1, -1]
 """
 
@@ -75,8 +75,8 @@ class ChatFeatures:
         self._info: dict[str, float] = {}
         self._shingles: dict[str, np.ndarray] = {}
         self._pruned: dict[tuple[str, float], tuple[str, int]] = {}
-        # (pairs, texts, roles, latest match of each) of the last history asked about
-        self._repeats: tuple[Any, list[str], list[str], list[int]] | None = None
+        # [pairs, texts, roles, latest match of each] of the last history asked about
+        self._repeats: list[Any] | None = None
         # information is cached per text only when a text's bits do not depend on the texts
         # scored with it (an IdfScorer with no table and no wordfreq fits IDF on each batch)
         self._info_per_text = isinstance(self.scorer, LMScorer) or (
@@ -134,7 +134,7 @@ class ChatFeatures:
         return [self._shingles[t] for t in texts]
 
     def near_duplicates(self, texts: Sequence[str], roles: Sequence[str],
-                        threshold: float) -> list[int]:
+                        threshold: float) -> np.ndarray:
         """For each text, the latest *later* text of the same role whose word-3-gram Jaccard
         similarity is at least ``threshold``, else -1 (a re-asked question keeps its last copy).
 
@@ -146,25 +146,29 @@ class ChatFeatures:
 
         if not 0.0 < threshold <= 1.0:
             raise bad_option("dedup_threshold", f" must be in (0, 1], got {threshold}")
-        texts, roles = list(texts), [str(r) for r in roles]
+        texts, roles = list(texts), list(roles)
         seen = self._repeats
         if seen is None or seen[0].threshold != threshold or len(texts) < len(seen[1]) or \
                 texts[:len(seen[1])] != seen[1] or roles[:len(seen[2])] != seen[2]:
-            seen = self._repeats = (GrowingPairs(threshold), [], [], [])
+            seen = self._repeats = [GrowingPairs(threshold), [], [], np.zeros(0, np.int64)]
         pairs, old_texts, old_roles, latest = seen
         new = texts[len(old_texts):]
         if new:
             i, j, _ = pairs.extend(self._shingle_sets(new))
-            latest.extend([-1] * len(new))
+            latest = seen[3] = np.concatenate([latest, np.full(len(new), -1, np.int64)])
             old_texts.extend(new)
             old_roles.extend(roles[len(old_roles):])
-            # visiting pairs by increasing j leaves each i with its latest match
-            for a, b in sorted(zip(i.tolist(), j.tolist()), key=lambda p: p[1]):
-                if roles[a] == roles[b]:
-                    latest[a] = b
-        return list(latest)
+            same = [roles[a] == roles[b] for a, b in zip(i.tolist(), j.tolist())]
+            # each text keeps its latest match (pairs of earlier calls have smaller j)
+            np.maximum.at(latest, i[same], j[same])
+        return latest.copy()
 
     # -- shortening ---------------------------------------------------------------------------
+
+    def pruned_tokens(self, text: str, keep: float) -> int | None:
+        """Tokens of :meth:`pruned`'s rendering when the store has it, else None."""
+        hit = self._pruned.get((text, keep))
+        return None if hit is None else hit[1]
 
     def pruned(self, text: str, keep: float) -> tuple[str, int]:
         """``text`` with its least informative words dropped until about ``keep`` of its tokens

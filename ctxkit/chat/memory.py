@@ -252,7 +252,7 @@ class ChatMemory:
             self._table = None
         if self._table is None:
             self._table = MessageTable(self.features, self.options.per_message,
-                                       self.options.image_tokens)
+                                       self.options.image_tokens, self.options.word_keep)
         self._table.extend(self.messages[len(self._table):])
         return self._table
 
@@ -269,6 +269,8 @@ class ChatMemory:
         if new:
             self.features.prepare([_text(m, self._prepared + k) for k, m in enumerate(new)],
                                   self.options.word_keep)
+            if self._table is not None and len(self._table) > self._prepared:
+                self._table = None  # its rows before now lack their pruned lengths
             self._prepared = len(self.messages)
 
     def cache_accounting(self) -> CacheAccountingResult:

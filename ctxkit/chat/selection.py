@@ -5,7 +5,7 @@ docstring, one function each, over a :class:`_Window` they share)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from ctxkit.chat.features import ChatFeatures
 from ctxkit.chat.options import ChatOptions
-from ctxkit.chat.result import CompressChatResult, MessageChange
+from ctxkit.chat.result import CompressChatResult, Ledger, MessageChange
 from ctxkit.compression.options import check_budget
 from ctxkit.compression.scoring.lexical import spread_to_neighbors
 from ctxkit.compression.text.pipeline import compress
@@ -38,6 +38,9 @@ from ctxkit.options import bad_option
 __all__ = ["MessageTable", "select", "turn_scores"]
 
 
+_FLAGS = frozenset({"calls", "blank", "filler", "system"})  # the boolean columns
+
+
 def _is_call(m: Mapping[str, Any]) -> bool:
     return bool(m.get("tool_calls") or m.get("function_call")) or _role(m) in TOOL_CALL_ROLES
 
@@ -60,8 +63,9 @@ class MessageTable:
     """
 
     def __init__(self, features: ChatFeatures, per_message: int,
-                 image_tokens: int = IMAGE_TOKENS):
+                 image_tokens: int = IMAGE_TOKENS, word_keep: float | None = None):
         self.features, self.per_message, self.image_tokens = features, per_message, image_tokens
+        self.word_keep = word_keep
         self.messages: list[Mapping[str, Any]] = []
         self.texts: list[str] = []
         self.roles: list[str] = []
@@ -69,40 +73,78 @@ class MessageTable:
         self.calls: list[bool] = []
         self.blank: list[bool] = []
         self.filler: list[bool] = []  # blank, or a courtesy ("thanks!", "ok")
+        self.system: list[bool] = []
+        # billed tokens beyond the text (role, framing, images), and the fewest tokens the
+        # text can be shortened to (its pruned rendering's when the store has it, else 1;
+        # 0: never shortened, its content is not one string)
+        self.framing: list[int] = []
+        self.short: list[int] = []
         self.groups: list[list[int]] = []
         self.group_of: list[int] = []
+        self.group_head: list[int] = []
         self._owner: dict[str, int] = {}  # call id -> its group
+        self._arrays: dict[str, np.ndarray] = {}
 
     def __len__(self) -> int:
         return len(self.messages)
 
+    def column(self, name: str) -> np.ndarray:
+        """One of the per-message lists (or ``group_head``, per group) as an array, extended
+        by the new rows only, so a long history is not converted again every call."""
+        values = getattr(self, name)
+        have = self._arrays.get(name)
+        if have is None or len(have) > len(values):
+            have = np.zeros(0, dtype=bool if name in _FLAGS else np.int64)
+        if len(have) < len(values):
+            tail = np.array(values[len(have):], dtype=have.dtype)
+            have = np.concatenate([have, tail])
+        self._arrays[name] = have
+        return have
+
     def extend(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Append ``messages`` (numbered after the ones before)."""
-        groups, owner = self.groups, self._owner
         for m in messages:
             i = len(self.messages)
             text, role = _text(m, i), _role(m)
             self.messages.append(m)
             self.texts.append(text)
             self.roles.append(role)
-            self.cost.append(self.features.message_tokens(m, role, text, self.per_message,
-                                                          self.image_tokens))
+            cost = self.features.message_tokens(m, role, text, self.per_message,
+                                                self.image_tokens)
+            self.cost.append(cost)
+            self.framing.append(cost - self.features.count(text))
+            known = None if self.word_keep is None else self.features.pruned_tokens(
+                text, self.word_keep)
+            self.short.append(0 if not isinstance(m.get("content", m.get("value")), str)
+                              else max(1, known or 1))
             self.calls.append(_is_call(m))
             self.blank.append(not text.strip())
             self.filler.append(self.blank[-1] or is_courtesy(text))
-            # a result joins the group of the call its id names (parallel results too, even
-            # after other turns); one without an id joins the call right before it
-            ids = answered_ids(m)
-            if role in TOOL_RESULT_ROLES and groups:
-                g = owner.get(ids[0]) if ids else (
-                    len(groups) - 1 if self.calls[groups[-1][0]] else None)
-                if g is not None:
-                    groups[g].append(i)
-                    self.group_of.append(g)
-                    continue
-            groups.append([i])
-            self.group_of.append(len(groups) - 1)
-            owner.update(dict.fromkeys(_tool_ids(m), len(groups) - 1))
+            self.system.append(role in SYSTEM_ROLES)
+            self._group(i, m, role)
+
+    def learn_short(self, i: int, tokens: int) -> None:
+        """Record message ``i``'s pruned length once the selection has computed it."""
+        self.short[i] = tokens
+        if "short" in self._arrays and i < len(self._arrays["short"]):
+            self._arrays["short"][i] = tokens
+
+    def _group(self, i: int, m: Mapping[str, Any], role: str) -> None:
+        # a result joins the group of the call its id names (parallel results too, even
+        # after other turns); one without an id joins the call right before it
+        groups, owner = self.groups, self._owner
+        ids = answered_ids(m)
+        if role in TOOL_RESULT_ROLES and groups:
+            g = owner.get(ids[0]) if ids else (
+                len(groups) - 1 if self.calls[groups[-1][0]] else None)
+            if g is not None:
+                groups[g].append(i)
+                self.group_of.append(g)
+                return
+        groups.append([i])
+        self.group_head.append(i)
+        self.group_of.append(len(groups) - 1)
+        owner.update(dict.fromkeys(_tool_ids(m), len(groups) - 1))
 
 
 def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions,
@@ -127,7 +169,8 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
     if table is None:
         fmt = _format(messages)
         check_tool_results(messages)
-        table = MessageTable(features, opts.per_message, opts.image_tokens)
+        table = MessageTable(features, opts.per_message, opts.image_tokens,
+                             opts.word_keep)
         table.extend(messages)
     else:
         fmt = _format(messages[:1])  # ChatMemory.add keeps one format
@@ -141,23 +184,58 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
     cands, need = _candidates(win)
     groups, texts = win.groups, win.texts
     units = [texts[groups[g][0]] if len(groups[g]) == 1 else " ".join(
-        texts[i] for i in groups[g]) for g in cands]
+        texts[i] for i in groups[g]) for g in cands.tolist()]
     scores = turn_scores(features, units, need, query, opts, room)
     order = np.argsort(-scores, kind="stable")
-    need = need.tolist()
     whole, room = _keep_whole(win, need, order, room)
     pruned: list[tuple[int, int]] = []  # (message, tokens its whole text would add)
-    for rank in order.tolist():
-        if not whole[rank]:
-            room = _fit_turn(win, groups[cands[rank]], need[rank], float(scores[rank]), room,
-                             query, pruned)
+    rest = order[~whole[order]]
+    limits = _fit_limits(win, cands, need)[rest]
+    pos, need_of, cands_of = 0, need.tolist(), cands.tolist()
+    while pos < len(rest):
+        # the turns ranked before the next one that could take any of the room cannot fit
+        nxt = _first_at_most(limits, pos, room)
+        win.drop_groups(cands[rest[pos:nxt]], scores[rest[pos:nxt]])
+        if nxt == len(rest):
+            break
+        rank = int(rest[nxt])
+        room = _fit_turn(win, groups[cands_of[rank]], need_of[rank], float(scores[rank]),
+                         room, query, pruned)
+        pos = nxt + 1
     # room left over: shortened turns get their whole text back, most relevant first
     for i, extra in pruned:
         if extra <= room and i in win.new_text:
             room -= extra
             win.unshorten(i)
-    _fix_structure(win, cands, scores)
+    _fix_structure(win, cands_of, scores)
     return win.result()
+
+
+def _first_at_most(values: np.ndarray, start: int, bound: int, chunk: int = 256) -> int:
+    """The first position from ``start`` whose value is at most ``bound`` (``len(values)``
+    when none), scanning a chunk at a time: the selection's loops skip what cannot fit."""
+    while start < len(values):
+        hit = np.flatnonzero(values[start:start + chunk] <= bound)
+        if len(hit):
+            return start + int(hit[0])
+        start += chunk
+    return len(values)
+
+
+def _fit_limits(win: _Window, cands: np.ndarray, need: np.ndarray) -> np.ndarray:
+    """The fewest tokens each candidate group could take in :func:`_fit_turn`: whole, or
+    (a one-message group with string content) its framing plus its shortest rendering: the
+    pruned one, or ``min_shortened`` tokens cut to fit. A group whose limit exceeds the room
+    is dropped without trying."""
+    opts, table = win.opts, win.table
+    if not opts.shorten:
+        return need
+    heads = table.column("group_head")[cands]
+    short = table.column("short")[heads]
+    framing = table.column("framing")[heads]
+    fewest = framing + np.minimum(short, max(1, opts.min_shortened))
+    ok = (short > 0) & win.single_group[cands]
+    return np.where(ok, np.minimum(need, fewest), need)
 
 
 @dataclass
@@ -170,6 +248,7 @@ class _Window:
     opts: ChatOptions
     features: ChatFeatures
     fmt: str
+    table: MessageTable
     texts: list[str]
     roles: list[str]
     cost: np.ndarray
@@ -177,29 +256,30 @@ class _Window:
     keep: np.ndarray
     groups: list[list[int]] = field(default_factory=list)
     group_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    single_group: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     protected: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     new_text: dict[int, str] = field(default_factory=dict)
-    ledger: list[MessageChange] = field(default_factory=list)
-    table: MessageTable | None = None
-    single_mask: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    ledger: Ledger = field(default_factory=Ledger)
 
     @classmethod
     def measure(cls, messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions,
                 features: ChatFeatures, fmt: str, table: MessageTable) -> _Window:
         n = len(messages)
-        cost = np.fromiter(table.cost, np.int64, n)
-        win = cls(messages, budget, opts, features, fmt, table.texts, table.roles, cost,
-                  opts.reply_priming if n else 0, np.ones(n, dtype=bool))
-        win.table = table
-        win.groups, win.group_of = table.groups, np.fromiter(table.group_of, np.int64, n)
-        sizes = np.fromiter(map(len, table.groups), np.int64, len(table.groups))
-        win.single_mask = sizes[win.group_of] == 1 if n else np.zeros(0, dtype=bool)
+        win = cls(messages, budget, opts, features, fmt, table, table.texts, table.roles,
+                  table.column("cost")[:n], opts.reply_priming if n else 0,
+                  np.ones(n, dtype=bool))
+        win.groups, win.group_of = table.groups, table.column("group_of")[:n]
+        win.single_group = np.bincount(win.group_of, minlength=len(table.groups)) == 1
         return win
 
     @property
     def original(self) -> int:
         return int(self.cost.sum()) + self.priming
 
+    @property
+    def single_mask(self) -> np.ndarray:
+        """Per message: whether it is alone in its group (no tool call and results)."""
+        return self.single_group[self.group_of]
 
     def drop(self, members: Sequence[int], reason: str, score: float | None = None,
              code: str = "over_budget") -> None:
@@ -207,26 +287,42 @@ class _Window:
             self.keep[i] = False
             if i in self.new_text:  # shortened first, dropped later
                 self.unshorten(i)
-            self.ledger.append(MessageChange(int(i), self.roles[i], "dropped", reason,
-                                             int(self.cost[i]), 0, score, code))
+            self.ledger.add(MessageChange(int(i), self.roles[i], "dropped", reason,
+                                          int(self.cost[i]), 0, score, code))
 
-    def drop_single(self, indices: Sequence[int], reasons: Sequence[str], code: str) -> None:
+    def drop_single(self, indices: np.ndarray, reason: str | Callable[[int], str], code: str,
+                    details: np.ndarray | None = None) -> None:
         """:meth:`drop` for many one-message groups at once, before any was shortened."""
-        self.keep[list(indices)] = False
-        roles, cost = self.roles, self.cost
-        self.ledger.extend(MessageChange(i, roles[i], "dropped", r, int(cost[i]), 0, None, code)
-                           for i, r in zip(indices, reasons))
+        self.keep[indices] = False
+        self.ledger.add_batch(indices, self.roles, "dropped", code, reason, self.cost[indices],
+                              details=details)
+
+    def drop_groups(self, groups: np.ndarray, scores: np.ndarray) -> None:
+        """:meth:`drop` over budget for candidate groups never tried (none was shortened)."""
+        if not len(groups):
+            return
+        single = self.single_group[groups]
+        heads = self.table.column("group_head")[groups]
+        members, score, multi = [heads[single]], [scores[single]], [np.zeros(single.sum(), int)]
+        for g, sc in zip(groups[~single].tolist(), scores[~single].tolist()):
+            members.append(np.array(self.groups[g], np.int64))
+            score.append(np.full(len(self.groups[g]), sc))
+            multi.append(np.ones(len(self.groups[g]), int))
+        idx = np.concatenate(members)
+        self.keep[idx] = False
+        self.ledger.add_batch(idx, self.roles, "dropped", "over_budget", _over_budget,
+                              self.cost[idx], scores=np.concatenate(score),
+                              details=np.concatenate(multi))
 
     def shorten(self, i: int, text: str, tokens: int, framing: int, score: float,
                 reason: str) -> None:
         self.new_text[i] = text
-        self.ledger.append(MessageChange(i, self.roles[i], "shortened", reason,
-                                         int(self.cost[i]), framing + tokens, score,
-                                         "shortened"))
+        self.ledger.add(MessageChange(i, self.roles[i], "shortened", reason,
+                                      int(self.cost[i]), framing + tokens, score, "shortened"))
 
     def unshorten(self, i: int) -> None:
         del self.new_text[i]
-        self.ledger[:] = [c for c in self.ledger if c.index != i]
+        self.ledger.discard(i)
 
     def result(self) -> CompressChatResult:
         out, kept, total = [], [], self.priming if self.keep.any() else 0
@@ -240,19 +336,22 @@ class _Window:
                 total += int(self.cost[i])
             out.append(msg)
             kept.append(int(i))
-        self.ledger.sort(key=lambda c: c.index)
         return CompressChatResult(out, self.original, total, self.budget, kept, self.ledger,
                                   self.fmt)
+
+
+def _over_budget(multi: int) -> str:
+    return "over budget (tool call and results)" if multi else "over budget"
 
 
 def _protect(win: _Window) -> int:
     """Protect the system prompt and the last ``keep_last`` messages (with their tool call
     groups); the room left for the rest, or an ``OptionError`` when they alone overflow."""
-    opts, roles, n = win.opts, win.roles, len(win.messages)
-    system = np.fromiter((r in SYSTEM_ROLES for r in roles), bool, n)
+    opts, n = win.opts, len(win.messages)
+    system = win.table.column("system")[:n]
     win.protected = system.copy() if opts.keep_system else np.zeros(n, dtype=bool)
     turns = np.flatnonzero(~system) if opts.keep_system else np.arange(n)
-    for i in turns[-opts.keep_last:] if opts.keep_last else []:
+    for i in turns[-opts.keep_last:].tolist() if opts.keep_last else []:
         win.protected[win.groups[win.group_of[i]]] = True
     any_protected = bool(win.protected.any())
     floor = int(win.cost[win.protected].sum()) + (win.priming if any_protected else 0)
@@ -267,18 +366,19 @@ def _drop_filler_and_repeats(win: _Window) -> None:
     """Filler turns ("thanks!", "ok") go, and a re-asked question's earlier copies."""
     table, n = win.table, len(win.texts)
     movable = ~win.protected & win.single_mask
-    filler = np.fromiter(table.filler, bool, n)
-    fill = np.flatnonzero(movable & filler & ~np.fromiter(table.calls, bool, n)).tolist()
-    win.drop_single(fill, ["filler"] * len(fill), "filler")
-    repeats = np.asarray(win.features.near_duplicates(win.texts, win.roles,
-                                                      win.opts.dedup_threshold), np.int64)
-    blank = np.fromiter(table.blank, bool, n)
-    dup = np.flatnonzero((repeats >= 0) & win.keep & movable & ~blank).tolist()
-    win.drop_single(dup, [f"duplicate of message {j}" for j in repeats[dup].tolist()],
-                    "duplicate")
+    filler, calls = table.column("filler")[:n], table.column("calls")[:n]
+    win.drop_single(np.flatnonzero(movable & filler & ~calls), "filler", "filler")
+    repeats = win.features.near_duplicates(win.texts, win.roles, win.opts.dedup_threshold)
+    blank = table.column("blank")[:n]
+    dup = np.flatnonzero((repeats >= 0) & win.keep & movable & ~blank)
+    win.drop_single(dup, _duplicate_of, "duplicate", details=repeats[dup])
 
 
-def _candidates(win: _Window) -> tuple[list[int], np.ndarray]:
+def _duplicate_of(j: int) -> str:
+    return f"duplicate of message {j}"
+
+
+def _candidates(win: _Window) -> tuple[np.ndarray, np.ndarray]:
     """The groups still in play (every member kept, none protected), ascending, and the
     tokens each bills whole."""
     n_groups = len(win.groups)
@@ -286,20 +386,22 @@ def _candidates(win: _Window) -> tuple[list[int], np.ndarray]:
     out[win.group_of[~win.keep | win.protected]] = True
     cands = np.flatnonzero(~out)
     billed = np.bincount(win.group_of, weights=win.cost, minlength=n_groups)
-    return cands.tolist(), billed[cands].astype(np.int64)
+    return cands, billed[cands].astype(np.int64)
 
 
-def _keep_whole(win: _Window, need: list[int], order: np.ndarray, room: int
-                ) -> tuple[list[bool], int]:
+def _keep_whole(win: _Window, need: np.ndarray, order: np.ndarray, room: int
+                ) -> tuple[np.ndarray, int]:
     """Coarse: the most relevant turns whole, in ``whole_share`` of the room (``need``: each
-    candidate's tokens)."""
+    candidate's tokens). Returns which candidates are kept whole and the room left."""
     whole_room = int(room * win.opts.whole_share) if win.opts.shorten else room
-    whole = [False] * len(need)
-    for rank in order.tolist():
-        if need[rank] <= whole_room:
-            whole[rank] = True
-            whole_room -= need[rank]
-            room -= need[rank]
+    whole = np.zeros(len(need), dtype=bool)
+    ranked = need[order]
+    pos = _first_at_most(ranked, 0, whole_room)
+    while pos < len(ranked):
+        whole[order[pos]] = True
+        whole_room -= int(ranked[pos])
+        room -= int(ranked[pos])
+        pos = _first_at_most(ranked, pos + 1, whole_room)
     return whole, room
 
 
@@ -318,6 +420,7 @@ def _fit_turn(win: _Window, members: list[int], need: int, score: float, room: i
     if opts.shorten and len(members) == 1 and room > framing and isinstance(
             win.messages[i].get("content", win.messages[i].get("value")), str):
         short, short_tokens = features.pruned(text, opts.word_keep)
+        win.table.learn_short(i, max(1, short_tokens))
         if short == text and need <= room:
             return room - need
         if short.strip() and framing + short_tokens <= room:

@@ -134,23 +134,24 @@ class GrowingPairs:
                     self._postings.setdefault(h, []).append(k)
             self._sets = []  # the index holds them now
         out_i, out_j, out_jac = [], [], []
+        sizes = np.asarray(self.sizes, dtype=np.int64)
         for k, s in enumerate(sets, start=first):
-            common: dict[int, int] = {}
-            for h in s.tolist():
-                posting = self._postings.setdefault(h, [])
-                for a in posting:
-                    common[a] = common.get(a, 0) + 1
-                posting.append(k)
-            size = self.sizes[k]
-            for a in sorted(common):
-                c = common[a]
-                jac = c / (self.sizes[a] + size - c)
-                if jac >= self.threshold - 1e-12:
-                    out_i.append(a)
-                    out_j.append(k)
-                    out_jac.append(jac)
-        return (np.array(out_i, dtype=np.int64), np.array(out_j, dtype=np.int64),
-                np.array(out_jac, dtype=np.float64))
+            postings = [self._postings.setdefault(h, []) for h in s.tolist()]
+            earlier = [np.array(p, np.int64) for p in postings if p]
+            for p in postings:
+                p.append(k)
+            if not earlier:
+                continue
+            # shingles shared with each earlier set: a set's shingles are distinct
+            other, common = np.unique(np.concatenate(earlier), return_counts=True)
+            jac = common / (sizes[other] + sizes[k] - common)
+            hit = jac >= self.threshold - 1e-12
+            out_i.append(other[hit])
+            out_j.append(np.full(int(hit.sum()), k, np.int64))
+            out_jac.append(jac[hit])
+        if not out_i:
+            return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+        return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_jac)
 
 
 def near_duplicates(texts: Sequence[str], threshold: float = 0.8) -> list[int]:

@@ -109,9 +109,12 @@ def first_stage(units: Sequence[str], query: str, *, lexical_weight: float = 0.4
     units = list(units)
     if not units:
         return np.zeros(0)
-    vecs = np.asarray((vectors or WordPieces())(units + [query]), dtype=np.float64)
+    vecs = np.asarray((vectors or WordPieces())(units + [query]))
+    # the cosine in the vectors' own precision (float32): a long history's rows are not
+    # copied to float64 every call
+    cosine = (vecs[:-1] @ vecs[-1]).astype(np.float64)
     lexical = bm25(units, query, index=index)
-    fused = standardise(vecs[:-1] @ vecs[-1]) + lexical_weight * standardise(lexical)
+    fused = standardise(cosine) + lexical_weight * standardise(lexical)
     return unit_range(fused)
 
 
