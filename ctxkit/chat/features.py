@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -104,11 +105,15 @@ class ChatFeatures:
         if not self._info_per_text:
             return np.array([b.sum() for b in self.scorer.information(list(texts))],
                             dtype=np.float64)
-        todo = list(dict.fromkeys(t for t in texts if t not in self._info))
-        if todo:
+        texts = list(texts)
+        bits = np.fromiter(map(self._info.get, texts, repeat(np.nan)), np.float64, len(texts))
+        missing = np.flatnonzero(np.isnan(bits))
+        if len(missing):
+            todo = list(dict.fromkeys(texts[i] for i in missing.tolist()))
             self._info.update(zip(todo, (float(b.sum()) for b in
                                          self.scorer.information(todo))))
-        return np.array([self._info[t] for t in texts], dtype=np.float64)
+            bits[missing] = [self._info[texts[i]] for i in missing.tolist()]
+        return bits
 
     def relevance(self, texts: Sequence[str], query: str, *, tokens: Sequence[int] | None = None,
                   room: int | None = None, neighbors: float = 0.0) -> np.ndarray:

@@ -182,9 +182,8 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
     if query is None:
         query = latest_user_text(messages)
     cands, need = _candidates(win)
-    groups, texts = win.groups, win.texts
-    units = [texts[groups[g][0]] if len(groups[g]) == 1 else " ".join(
-        texts[i] for i in groups[g]) for g in cands.tolist()]
+    groups, _texts = win.groups, win.texts
+    units = _unit_texts(win, cands)
     scores = turn_scores(features, units, need, query, opts, room)
     order = np.argsort(-scores, kind="stable")
     whole, room = _keep_whole(win, need, order, room)
@@ -209,6 +208,16 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
             win.unshorten(i)
     _fix_structure(win, cands_of, scores)
     return win.result()
+
+
+def _unit_texts(win: _Window, cands: np.ndarray) -> list[str]:
+    """Each candidate group's text: its message's, or its members' joined (a tool call and
+    its results), gathered without a Python step per one-message group."""
+    heads = win.table.column("group_head")[cands].tolist()
+    units = list(map(win.texts.__getitem__, heads))
+    for k in np.flatnonzero(~win.single_group[cands]).tolist():
+        units[k] = " ".join(win.texts[i] for i in win.groups[int(cands[k])])
+    return units
 
 
 def _first_at_most(values: np.ndarray, start: int, bound: int, chunk: int = 256) -> int:

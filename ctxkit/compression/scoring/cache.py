@@ -121,8 +121,9 @@ class TextCache:
         keys = list(keys)
         with self._lock:  # the hits are read now: another thread may evict them meanwhile
             slots = self._slots(keys)
-            objs = self._objs
-            out = [objs[s] if s >= 0 else None for s in slots.tolist()]
+            hits = slots.tolist()
+            out = list(map(self._objs.__getitem__, hits)) if (slots >= 0).all() else \
+                [self._objs[s] if s >= 0 else None for s in hits]
         missing = list(dict.fromkeys(keys[i] for i in np.flatnonzero(slots < 0).tolist()))
         if missing:
             new = dict(zip(missing, compute(missing)))
@@ -152,6 +153,8 @@ class TextCache:
             slots = self._slots(texts)
             hit = slots >= 0
             known = self._matrix[slots[hit]] if hit.any() else None
+        if known is not None and len(known) == len(texts):
+            return known
         todo = np.flatnonzero(~hit)
         missing = list(dict.fromkeys(texts[i] for i in todo.tolist()))
         new = np.asarray(encode(missing)) if missing else None

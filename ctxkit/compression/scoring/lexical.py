@@ -164,7 +164,7 @@ class TermIndex:
         if n == 0:
             return np.zeros(0)
         ids = self.ids(units)
-        lengths = np.fromiter((len(x) for x in ids), np.int64, n)
+        lengths = np.fromiter(map(len, ids), np.int64, n)
         if not lengths.any():
             return np.zeros(n)
         flat = np.concatenate(ids)
@@ -173,12 +173,15 @@ class TermIndex:
             # (a vocabulary fitted on the units sorts them so; the sums below keep that order)
             words = sorted({w for w in _stem(_query_words(query)) if w in self.vocab})
             q_ids = np.array([self.vocab[w] for w in words], dtype=np.int64)
-        hit = np.isin(flat, q_ids)
+        # a lookup table over the vocabulary: each term's column among the query's, or -1
+        column = np.full(max(int(flat.max()), int(q_ids.max(initial=0))) + 1, -1, np.int64)
+        column[q_ids] = np.arange(len(q_ids))
+        cols = column[flat]
+        hit = cols >= 0
         if not hit.any():
             return np.zeros(n)
         rows = np.repeat(np.arange(n), lengths)[hit]
-        sorter = np.argsort(q_ids)
-        cols = sorter[np.searchsorted(q_ids, flat[hit], sorter=sorter)]
+        cols = cols[hit]
         k = len(q_ids)
         sub = np.bincount(rows * k + cols, minlength=n * k).reshape(n, k).astype(np.float64)
         present = sub.any(axis=0)
