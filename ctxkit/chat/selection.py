@@ -182,7 +182,7 @@ def select(messages: Sequence[Mapping[str, Any]], budget: int, opts: ChatOptions
     if query is None:
         query = latest_user_text(messages)
     cands, need = _candidates(win)
-    groups, _texts = win.groups, win.texts
+    groups = win.groups
     units = _unit_texts(win, cands)
     scores = turn_scores(features, units, need, query, opts, room)
     order = np.argsort(-scores, kind="stable")
