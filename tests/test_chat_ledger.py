@@ -37,3 +37,19 @@ def test_every_message_of_a_long_chat_is_kept_or_in_the_ledger_once():
     codes = {c.code for c in out.ledger}
     assert {"filler", "duplicate", "over_budget"} <= codes
     assert out.to_dict()["ledger"][0]["index"] == changed[0]
+
+
+def test_a_turn_cut_to_fit_marks_where_fragments_that_were_apart_meet():
+    story = ("Mira's locker code is 4417. The gym opens at six. The pool was repainted blue in "
+             "spring. The sauna is closed on Mondays. Her spare towel is in locker 12.")
+    chat = [{"role": "user", "content": story}, {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": "What is Mira's locker code and where is her towel?"}]
+    marked, plain = (compress_chat(chat, 56, scorer="idf", keep_last=1, word_keep=0.99,
+                                   whole_share=0.0, gap_marker=m) for m in ("…", ""))
+    text = marked.messages[0]["content"]
+    assert text.startswith("Mira's locker code is 4417. … ") and "locker 12" in text
+    assert marked.compressed_tokens <= 56  # the marker's tokens are counted
+    assert [c.action for c in marked.ledger] == ["shortened", "dropped"]
+    assert "…" not in plain.messages[0]["content"]
+    assert compress_chat(chat, 56, scorer="idf", keep_last=1).messages == \
+        compress_chat(chat, 56, scorer="idf", keep_last=1, gap_marker="…").messages  # default

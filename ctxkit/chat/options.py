@@ -23,6 +23,7 @@ from ctxkit.compression.options import (
     DEFAULT_SCORER,
     check_bool,
     check_count,
+    check_marker,
     check_named,
     check_share,
 )
@@ -54,6 +55,9 @@ class ChatOptions(OptionSet):
         alternate: keep user/assistant turns alternating.
         image_tokens: tokens billed per image (>= 0; OpenAI's low-detail cost by default,
             see :data:`ctxkit.io.formats.IMAGE_TOKENS`).
+        gap_marker: text a turn cut to fit shows where sentences or clauses that were not
+            adjacent meet (its tokens count), so two fragments never read as one statement;
+            empty: none.
     """
 
     keep_last: int = 2
@@ -71,6 +75,7 @@ class ChatOptions(OptionSet):
     word_keep: float = 0.5
     alternate: bool = False
     image_tokens: int = IMAGE_TOKENS
+    gap_marker: str = "…"
 
     _what = "chat option"
 
@@ -86,3 +91,4 @@ class ChatOptions(OptionSet):
         for name in ("query_weight", "neighbors", "whole_share"):
             check_share(self, name)
         check_share(self, "word_keep", low_open=True)  # shorten=False never shortens
+        check_marker(self.gap_marker)

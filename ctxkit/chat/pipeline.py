@@ -140,6 +140,9 @@ def compress_chat(
             adjacent, and never start with an assistant turn.
         image_tokens, per_message, reply_priming: the billing of images, message framing and
             reply priming.
+        gap_marker: shown (``"…"`` by default, its tokens counted) wherever a turn cut to fit
+            joins sentences or clauses that were not adjacent, so fragments of two sentences
+            never read as one statement; ``""`` joins them plainly.
         tokenizer, scorer, dedup_threshold, query_weight: as for :func:`ctxkit.compress`.
 
     Returns:

@@ -438,7 +438,7 @@ def _fit_turn(win: _Window, members: list[int], need: int, score: float, room: i
             return room - framing - short_tokens
         if room - framing >= opts.min_shortened:
             cut = compress(text, room - framing, query=query, tokenizer=features.tok,
-                           scorer=features.scorer)
+                           scorer=features.scorer, gap_marker=opts.gap_marker)
             if cut.text.strip():
                 win.shorten(i, cut.text, cut.compressed_tokens, framing, score,
                             f"shortened to fit ({len(cut.dropped)} of {len(cut.units)} "

@@ -53,6 +53,13 @@ def is_number(value: Any) -> bool:
         value, (bool, np.bool_))
 
 
+def check_marker(marker: Any, name: str = "gap_marker") -> None:
+    """A gap marker: a short string on one line (empty for none)."""
+    if not isinstance(marker, str) or "\n" in marker or len(marker) > 16:
+        raise bad_option(name, f" must be a one-line string of at most 16 characters, got "
+                               f"{marker!r}")
+
+
 def check_budget(budget: Any, name: str = "budget") -> int:
     """``budget`` as an int >= 1 (numpy ints too), or an ``OptionError`` naming ``name``.
 
@@ -120,6 +127,8 @@ class CompressOptions(OptionSet):
         dedup_threshold: similarity in (0, 1] at which a unit is redundant with a kept one.
         redundancy: weight in [0, 1] of the redundancy penalty.
         query_weight: weight in [0, 1] of relevance to the query against information.
+        gap_marker: text put where kept units that were not adjacent in the input meet (e.g.
+            ``"…"``; its tokens count against the budget); empty: the units' own separator.
     """
 
     tokenizer: Any = "cl100k_base"
@@ -131,6 +140,7 @@ class CompressOptions(OptionSet):
     dedup_threshold: float = 0.8
     redundancy: float = 0.5
     query_weight: float = 0.95
+    gap_marker: str = ""
 
     _what = "compression option"
 
@@ -149,6 +159,7 @@ class CompressOptions(OptionSet):
         check_share(self, "dedup_threshold", low_open=True)
         check_share(self, "redundancy")
         check_share(self, "query_weight")
+        check_marker(self.gap_marker)
 
 
 @dataclass(frozen=True)

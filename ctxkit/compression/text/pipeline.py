@@ -178,6 +178,8 @@ def compress(
         token_drop: share in [0, 1) of each kept unit's words also dropped.
         dedup_threshold, redundancy, query_weight: the near-duplicate, MMR and
             relevance-against-information weights of the module docstring's formulas.
+        gap_marker: text shown where kept units that were not adjacent meet (``"…"``;
+            counted in the budget); default none.
 
     Returns:
         A :class:`CompressResult`: the text (never over ``budget``; a kept chunk's first
@@ -294,7 +296,7 @@ class _Draft:
         order = [i for i in np.flatnonzero(mask) if view[i][0]]
         if self.options.reorder == "sort":
             order.sort(key=lambda i: -self.scores[i])
-        return render_units(view, order)
+        return render_units(view, order, self.options.gap_marker)
 
     def ledger(self) -> list[Unit]:
         units = []

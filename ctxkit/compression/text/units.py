@@ -112,13 +112,19 @@ def split_units(text: str, granularity: str = "sentence") -> list[tuple[str, str
     return out
 
 
-def render_units(units: Sequence[tuple[str, str]], order: Sequence[int]) -> str:
+def render_units(units: Sequence[tuple[str, str]], order: Sequence[int],
+                 marker: str = "") -> str:
     """Join units ``order`` with the strongest separator found between them; neighbours keep
     the exact separator that stood between them (empty where a long run was cut mid-word).
+    ``marker``: shown between units that were not neighbours, so that clauses of different
+    sentences never read as one.
 
     Example:
         >>> render_units([("a,", " "), ("b", ""), ("(c)", "")], [0, 1, 2])
         'a, b(c)'
+        >>> render_units([("A prize of 1 lakh (equal to", " "), ("two lakh).", " "),
+        ...               ("the goddess of knowledge.", "")], [0, 2], marker="…")
+        'A prize of 1 lakh (equal to … the goddess of knowledge.'
     """
     parts: list[str] = []
     prev = None
@@ -128,6 +134,8 @@ def render_units(units: Sequence[tuple[str, str]], order: Sequence[int]) -> str:
         elif prev is not None:
             gap = [units[j][1] for j in range(prev, i)] if i > prev else [units[prev][1]]
             sep = max(gap, key=lambda s: (s.count("\n"), len(s))) or " "
+            if marker:
+                sep = f"{sep}{marker}{sep}" if "\n" in sep else f" {marker} "
             parts.append(sep)
         parts.append(units[i][0])
         prev = i
