@@ -109,6 +109,15 @@ def non_negative_int(value: Any, name: str) -> int:
     return int(value)
 
 
+def finite_number(value: Any, name: str) -> float:
+    """A finite real number (a time in seconds, for instance)."""
+    ok = (isinstance(value, (int, float, np.integer, np.floating))
+          and not isinstance(value, (bool, np.bool_)) and math.isfinite(value))
+    if not ok:
+        raise bad_option(name, f" must be a finite number, got {value!r}")
+    return float(value)
+
+
 def seed(value: Any, name: str = "seed") -> int | None:
     """None or a non-negative integer (what numpy's generators take)."""
     return None if value is None else non_negative_int(value, name)

@@ -13,6 +13,11 @@ turns: a user question from the dev questions, ``compress``, a short assistant r
 ``compress``. Reported: the cold call, the one-time preparation, per-turn median and p95 of
 ``compress``, a warm ``peek(query=...)``, peak RSS and the RSS each message adds.
 
+**Billing.** Each dev conversation replayed with a clock (:func:`timestamps`), a window after
+every message, accounted with a prompt cache that never expires and with one that expires
+after 5 idle minutes: the default memory, the prefix-cache mode blind to the cache's lifetime
+and the one told it (``PrefixCacheOptions(ttl=300)``), and the whole history.
+
 **Evidence.** The dev conversations joined (~108k tokens, 3.1k turns): for sampled questions
 of every conversation, the window for that question (``peek(query=question)``) at 4,096 and
 8,192 tokens keeps every evidence turn or not; beside it the prefix-cache mode, BM25 (``bm25s``)
@@ -32,6 +37,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -180,6 +187,57 @@ def evidence(convs: list[pb.LocomoConversation], tok) -> dict[str, Any]:
                      for m, per in hits.items()}}
 
 
+TTL = 300  # seconds: OpenAI's and Anthropic's default prompt-cache lifetime
+BILLING_PRICE = 0.1
+
+
+def timestamps(messages: list[dict], seed: int = 0) -> list[float]:
+    """A replay's clock: turns 20-120 s apart within a session, a day between sessions (a
+    LoCoMo session's first turn starts with its date in brackets)."""
+    rng = np.random.default_rng(seed)
+    out, now = [], 0.0
+    for k, m in enumerate(messages):
+        now += 86_400.0 if k and m["content"].startswith("[") else float(rng.integers(20, 121))
+        out.append(now)
+    return out
+
+
+def billing(convs: list[pb.LocomoConversation], budget: int) -> dict[str, Any]:
+    """Each dev conversation replayed a message at a time with :func:`timestamps`; every
+    method's windows accounted with a cache that never expires and with one that expires
+    after :data:`TTL` idle seconds (what providers do)."""
+    from ctxkit.chat.billing import cache_accounting
+    from ctxkit.chat.prefix_window import PrefixCacheOptions
+
+    methods = {"ChatMemory": {},
+               "ChatMemory(prefix_cache=True)": {"prefix_cache": True},
+               f"ChatMemory(prefix_cache=PrefixCacheOptions(ttl={TTL}))":
+                   {"prefix_cache": PrefixCacheOptions(ttl=TTL)}}
+    totals: dict[str, dict[str, float]] = {}
+    for conv in convs:
+        print(f"billing: {conv.name}", file=sys.stderr, flush=True)
+        times = timestamps(conv.messages)
+        sent: dict[str, list] = {name: [] for name in [*methods, "whole history"]}
+        mems = {name: ChatMemory(budget, **kw) for name, kw in methods.items()}
+        for k, (m, at) in enumerate(zip(conv.messages, times)):
+            for name, mem in mems.items():
+                mem.add(m, at=at)
+                sent[name].append(mem.compress().messages)
+            sent["whole history"].append(conv.messages[:k + 1])
+        for name, windows in sent.items():
+            row = totals.setdefault(name, {"never": 0.0, "expiring": 0.0, "tokens": 0,
+                                           "cached_expiring": 0, "expired": 0})
+            never = cache_accounting(windows)
+            expiring = cache_accounting(windows, ttl=TTL, times=times)
+            row["never"] += never.billed(BILLING_PRICE)
+            row["expiring"] += expiring.billed(BILLING_PRICE)
+            row["tokens"] += expiring.tokens
+            row["cached_expiring"] += expiring.cached_tokens
+            row["expired"] += expiring.expired
+    return {"conversations": len(convs), "budget": budget, "ttl": TTL,
+            "price": BILLING_PRICE, "methods": totals}
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = ["# ChatMemory at agent scale", "", f"Command: `{report['command']}`", ""]
     if report.get("skipped"):
@@ -200,6 +258,21 @@ def markdown(report: dict[str, Any]) -> str:
         lines += [f"Evidence kept on the dev conversations joined ({ev['history_tokens']:,} "
                   f"tokens, {ev['history_messages']:,} turns), {ev['questions']} questions:",
                   "", md_table(["method", *(f"{b:,} tokens" for b in BUDGETS)], rows), ""]
+    bill = report.get("billing")
+    if bill:
+        whole = bill["methods"]["whole history"]["expiring"]
+        rows = [[m, f"{r['never']:,.0f}", f"{r['expiring']:,.0f}",
+                 f"{r['cached_expiring'] / r['tokens']:.2f}", f"{r['expiring'] / whole:.2f}"]
+                for m, r in bill["methods"].items()]
+        lines += [f"Billing on a timestamped replay of the {bill['conversations']} dev "
+                  f"conversations (turns 20-120 s apart, sessions a day apart; budget "
+                  f"{bill['budget']:,}; a window after every message), in token-equivalents at "
+                  f"a cached price of {bill['price']}: with a cache that never expires and "
+                  f"with one that expires after {bill['ttl']} idle seconds:", "",
+                  md_table(["method", "billed, cache never expires",
+                            f"billed, cache expires after {bill['ttl']} s",
+                            "share cached (expiring)", "of the whole history (expiring)"],
+                           rows), ""]
     return "\n".join(lines)
 
 
@@ -238,7 +311,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         report["summary"] = summary(report["scaling"])
         if not args.quick:
             tok = get_tokenizer("cl100k_base")
-            report["evidence"] = evidence(pb.load_locomo(bench, args.questions, 0), tok)
+            convs = pb.load_locomo(bench, args.questions, 0)
+            report["evidence"] = evidence(convs, tok)
+            report["billing"] = billing(convs, args.budget)
     report["seconds"] = round(time.time() - t0, 1)
     write_results(args.out, "chat_scaling", report, markdown(report))
     print(markdown(report))

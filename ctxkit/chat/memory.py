@@ -49,6 +49,7 @@ Example:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -131,7 +132,9 @@ class ChatMemory:
             summary_options=self.summary_options)
         self.meter = CacheMeter(tokenizer=self.features.tok,
                                 per_message=self.options.per_message,
-                                reply_priming=self.options.reply_priming)
+                                reply_priming=self.options.reply_priming,
+                                ttl=None if self.prefix_cache is None else self.prefix_cache.ttl)
+        self._added_at: float | None = None  # the time given with the latest message
         self.messages: list[dict[str, Any]] = []  # the internal form (OpenAI or ShareGPT)
         self._prepared: int | None = None  # messages[:_prepared] have their features
         self._tools = ToolPairing()  # the calls made so far: a result must answer one
@@ -144,16 +147,22 @@ class ChatMemory:
     def __len__(self) -> int:
         return len(self.messages)
 
-    def add(self, message: Any) -> None:
+    def add(self, message: Any, *, at: float | None = None) -> None:
         """Append one message in the format of the ones before it: OpenAI, ShareGPT,
         Anthropic, a LangChain ``BaseMessage`` or a LlamaIndex ``ChatMessage``
-        (:mod:`ctxkit.io.formats`); windows come back in that format and types."""
+        (:mod:`ctxkit.io.formats`); windows come back in that format and types. ``at``: when
+        it was written (seconds), the time the next window is sent at unless
+        :meth:`compress` is given one (see ``PrefixCacheOptions.ttl``)."""
+        if at is not None:
+            at = validate.finite_number(at, "at")
         msg, kind = self.history.convert(message, len(self.messages))
         _format(self.messages[-1:] + [msg])  # same format as the history, known keys
         _text(msg, len(self.messages))  # content must be text or text parts
         self._tools.add(len(self.messages), msg)  # a result answers a call made before it
         self.history.append(message, kind)
         self.messages.append(msg)
+        if at is not None:
+            self._added_at = at
 
     def remove(self, index: int) -> Any:
         """Remove the message at ``index`` (as :meth:`add` numbered it) and return it as it
@@ -193,24 +202,37 @@ class ChatMemory:
         for m in messages:
             self.add(m)
 
-    def compress(self, query: str | None = None, *,
-                 budget: int | None = None) -> CompressChatResult:
+    def compress(self, query: str | None = None, *, budget: int | None = None,
+                 at: float | None = None) -> CompressChatResult:
         """The window to send now: ``compress_chat(self.messages, budget, ...)``, from cache;
         with ``prefix_cache``, the prefix-cache-friendly window of
         :class:`~ctxkit.chat.prefix_window.PrefixWindow`.
 
         ``budget`` overrides the memory's budget for this call. Each call counts as a window
-        sent in :meth:`cache_accounting`.
+        sent in :meth:`cache_accounting`. ``at``: when it is sent (seconds; default the time
+        given with the latest message, else, when the prefix cache has a ``ttl``, the clock),
+        which decides whether the provider's cache has expired.
+
+        Example:
+            >>> mem = ChatMemory(budget=120, scorer="idf", prefix_cache=PrefixCacheOptions(ttl=300))
+            >>> for i in range(12):
+            ...     mem.add({"role": "user", "content": f"Crate {i} holds {i * 7} bolts."},
+            ...             at=i * 3600)  # an hour apart: each window finds the cache expired
+            ...     _ = mem.compress()
+            >>> mem.cache_accounting().expired
+            11
         """
-        out = self._compress(query, budget, advance=True)
-        self.meter.record(out)  # on the internal form: rendered as an OpenAI-style API sends it
+        at = self._time(at)
+        out = self._compress(query, budget, advance=True, at=at)
+        # on the internal form: rendered as an OpenAI-style API sends it
+        self.meter.record(out, at)
         # an edited history leaves features of vanished texts behind: bound the store
         if len(self.features) > 4 * len(self.messages) + 64:
             self.features.retain([_text(m, i) for i, m in enumerate(self.messages)])
         return self.history.restore(out, self.messages)
 
-    def peek(self, query: str | None = None, *, budget: int | None = None
-             ) -> CompressChatResult:
+    def peek(self, query: str | None = None, *, budget: int | None = None,
+             at: float | None = None) -> CompressChatResult:
         """The window :meth:`compress` would return now, without sending it: not counted in
         :meth:`cache_accounting`, the prefix and the summary left as they are.
 
@@ -220,11 +242,20 @@ class ChatMemory:
             >>> mem.peek().messages == mem.compress().messages
             True
         """
-        return self.history.restore(self._compress(query, budget, advance=False),
-                                    self.messages)
+        return self.history.restore(self._compress(query, budget, advance=False,
+                                                   at=self._time(at)), self.messages)
 
-    def _compress(self, query: str | None, budget: int | None, advance: bool
-                  ) -> CompressChatResult:
+    def _time(self, at: float | None) -> float | None:
+        """When a window is sent: ``at``, else the latest message's time, else the clock when
+        a cache lifetime makes time matter."""
+        if at is not None:
+            return validate.finite_number(at, "at")
+        if self._added_at is not None:
+            return self._added_at
+        return time.time() if self.meter.ttl is not None else None
+
+    def _compress(self, query: str | None, budget: int | None, advance: bool,
+                  at: float | None = None) -> CompressChatResult:
         validate.optional_text(query, "query")
         if budget is not None:
             validate.positive_int(budget, "budget")
@@ -232,7 +263,7 @@ class ChatMemory:
         self._prepare()
         if self._window is not None:
             act = self._window.compress if advance else self._window.peek
-            return act(self.messages, budget, query)
+            return act(self.messages, budget, query, at=at)
         if self.summarize is None:
             return select(self.messages, budget, self.options, self.features, query,
                           self._message_table())

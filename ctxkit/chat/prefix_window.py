@@ -48,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from ctxkit import validate
+from ctxkit.chat.billing import cache_expired, check_ttl
 from ctxkit.chat.features import ChatFeatures
 from ctxkit.chat.options import ChatOptions
 from ctxkit.chat.result import CompressChatResult, MessageChange
@@ -92,6 +94,12 @@ class PrefixCacheOptions(OptionSet):
         recall_role: the role the recall block is sent as (``user``, ``system`` or
             ``assistant``): ``user`` suits every provider, ``system`` only those that accept a
             system message inside the conversation.
+        ttl: the provider's cache lifetime after its last use, in seconds (300 for OpenAI's
+            and Anthropic's default, 3600 for their extended one), or None (unknown). A window
+            asked for more than ``ttl`` after the previous one finds the cache expired anyway,
+            so the history is compacted afresh for the current question then, at no cache
+            cost, and room is made for the turns to come; a warm cache is compacted only
+            when the budget forces it.
 
     Example:
         >>> PrefixCacheOptions(recall=0.2).low_water
@@ -105,8 +113,10 @@ class PrefixCacheOptions(OptionSet):
     # request what a block of half its size re-sent on every request would
     recall: float = 0.2
     recall_role: str = "user"
+    ttl: float | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "ttl", check_ttl(self.ttl))
         lw, rc = self.low_water, self.recall
         if isinstance(lw, bool) or not isinstance(lw, (int, float)) or not 0.0 < lw < 1.0:
             raise bad_option("low_water", f" must be in (0, 1), got {lw!r}")
@@ -153,26 +163,49 @@ class PrefixWindow:
         # the last recall: (prefix, query, room, ranked), reused while those stay the same
         self._recalled: tuple | None = None
         self.compactions = 0
+        self.idle_compactions = 0  # of them, made because the cache had expired
+        self._last_at: float | None = None  # when the last window was sent
 
     def reset(self) -> None:
         """Forget the prefix: the next window compacts afresh."""
         self._prefix = None
 
     def peek(self, history: Sequence[Mapping[str, Any]], budget: int,
-             query: str | None = None) -> CompressChatResult:
+             query: str | None = None, *, at: float | None = None) -> CompressChatResult:
         """The window :meth:`compress` would return, leaving the prefix as it is (to ask
         what-if questions of a window without sending it)."""
-        state = self._prefix, self.compactions, self.summary_state
+        state = (self._prefix, self.compactions, self.idle_compactions, self.summary_state,
+                 self._last_at)
         try:
-            return self.compress(history, budget, query)
+            return self.compress(history, budget, query, at=at)
         finally:
-            self._prefix, self.compactions, self.summary_state = state
+            (self._prefix, self.compactions, self.idle_compactions, self.summary_state,
+             self._last_at) = state
 
     # -- one window ---------------------------------------------------------------------------
 
     def compress(self, history: Sequence[Mapping[str, Any]], budget: int,
-                 query: str | None = None) -> CompressChatResult:
-        """The window for ``history`` (which only grows between calls) under ``budget``."""
+                 query: str | None = None, *, at: float | None = None) -> CompressChatResult:
+        """The window for ``history`` (which only grows between calls) under ``budget``,
+        sent at time ``at`` (seconds; with ``ttl``, an idle gap past the cache's lifetime
+        compacts afresh).
+
+        Example:
+            >>> from ctxkit.chat.options import ChatOptions
+            >>> from ctxkit.chat.features import ChatFeatures
+            >>> chat = [{"role": "user", "content": f"Note {i}: bin {i} has {i} nails."}
+            ...         for i in range(30)]
+            >>> w = PrefixWindow(ChatOptions(keep_last=2), ChatFeatures(scorer="idf"), ttl=300)
+            >>> _ = w.compress(chat[:20], 150, at=0)
+            >>> _ = w.compress(chat[:21], 150, at=60)  # warm: the prefix stays
+            >>> _ = w.compress(chat[:22], 150, at=4000)  # expired: compacted afresh
+            >>> w.compactions, w.idle_compactions
+            (2, 1)
+        """
+        if at is not None:
+            at = validate.finite_number(at, "at")
+        expired = cache_expired(self.cache.ttl, self._last_at, at)
+        self._last_at = at if at is not None else self._last_at
         fmt = message_format(history)
         opts = self.options
         if query is None:
@@ -182,6 +215,9 @@ class PrefixWindow:
             self._prefix = None
             return select(history, budget, opts, self.features, query)
         prefix = self._prefix
+        if prefix is not None and expired and prefix.length < len(history):
+            self.idle_compactions += 1
+            prefix = None
         if prefix is None or prefix.length > len(history) or self._grown_tokens(
                 history, prefix) + self._recall_room(budget) > budget:
             prefix = self._compact(history, budget, query)
