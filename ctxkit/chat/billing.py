@@ -180,7 +180,7 @@ class CacheMeter:
                                                   self.per_message, self.tok.count)
         return n
 
-    def record(self, window: Any, at: float | None = None) -> CachedTurn:
+    def record(self, window: Any, *, at: float | None = None) -> CachedTurn:
         """Account for one window sent (at time ``at``, in seconds, when the cache's lifetime
         matters); returns its :class:`CachedTurn`."""
         messages = getattr(window, "messages", window)
@@ -263,5 +263,5 @@ def cache_accounting(windows: Iterable[Any], *, tokenizer: str | Tokenizer = "cl
     if times is not None and (isinstance(times, (str, bytes)) or len(times) != len(windows)):
         raise InputError(f"times must give one time per window ({len(windows)})")
     for k, window in enumerate(windows):
-        meter.record(window, None if times is None else times[k])
+        meter.record(window, at=None if times is None else times[k])
     return meter.result()

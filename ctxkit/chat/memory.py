@@ -225,7 +225,7 @@ class ChatMemory:
         at = self._time(at)
         out = self._compress(query, budget, advance=True, at=at)
         # on the internal form: rendered as an OpenAI-style API sends it
-        self.meter.record(out, at)
+        self.meter.record(out, at=at)
         # an edited history leaves features of vanished texts behind: bound the store
         if len(self.features) > 4 * len(self.messages) + 64:
             self.features.retain([_text(m, i) for i, m in enumerate(self.messages)])
