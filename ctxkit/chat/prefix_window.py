@@ -293,7 +293,8 @@ class PrefixWindow:
         tokens = np.array([self.features.message_tokens(m, raw_role(m), texts[i],
                                                         self.options.per_message)
                            for i, m in enumerate(seen)], dtype=np.int64)
-        rel = turn_scores(self.features, texts, tokens, query, self.options)[cands]
+        # the room tells a model-backed scorer which turns stand a chance (its shortlist)
+        rel = turn_scores(self.features, texts, tokens, query, self.options, room=left)[cands]
         chosen = []
         for k in np.argsort(-rel, kind="stable"):
             if rel[k] <= 0:
