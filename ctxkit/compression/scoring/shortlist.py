@@ -109,10 +109,10 @@ def first_stage(units: Sequence[str], query: str, *, lexical_weight: float = 0.4
     units = list(units)
     if not units:
         return np.zeros(0)
-    vecs = np.asarray((vectors or WordPieces())(units + [query]))
-    # the cosine in the vectors' own precision (float32): a long history's rows are not
-    # copied to float64 every call
-    cosine = (vecs[:-1] @ vecs[-1]).astype(np.float64)
+    vectors = vectors or WordPieces()
+    # the units' rows apart from the query's (a long history's cached rows are gathered once,
+    # not copied again beside the query), the cosine in their own precision (float32)
+    cosine = (np.asarray(vectors(units)) @ np.asarray(vectors([query]))[0]).astype(np.float64)
     lexical = bm25(units, query, index=index)
     fused = standardise(cosine) + lexical_weight * standardise(lexical)
     return unit_range(fused)
