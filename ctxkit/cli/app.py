@@ -22,6 +22,24 @@ from ctxkit.jobs.common import DEFAULT_TOKENIZER
 __all__ = ["DEFAULT_TOKENIZER", "app", "check_seed", "quiet_transformers", "run_job", "run_stage",
            "state"]
 
+def _flags_show_no_type() -> None:
+    """A flag takes no value, so its help shows no type (typer prints ``<bool>`` beside
+    ``--skip-bad`` and ``--help``): the type column is left empty for flags."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "flags_hidden", False):
+        return
+
+    def display_type_rich(self, ctx):  # type: ignore[no-untyped-def]
+        return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+    display_type_rich.flags_hidden = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_show_no_type()
+
 app = typer.Typer(
     name="ctxkit",
     help="Make every token of a context window count: dedup, compress, score, pack, embed.",
