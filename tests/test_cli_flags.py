@@ -83,6 +83,6 @@ def test_help_names_the_input_alike_and_chat_budget_per_conversation():
         usage = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output
         assert "IN" in usage.split("Usage:")[1].splitlines()[0] and "{path}" not in usage
         # flags take no value: no type beside --skip-bad, --progress or --help
-        assert "<bool>" not in usage and "--help" in usage and "<int>" in usage
+        assert "<bool>" not in usage and "--help" in usage and "<path>" in usage
     chat = runner.invoke(app, ["chat", "--help"], env={"COLUMNS": "200"}).output
     assert "per conversation" in chat and "per text" not in chat
