@@ -81,6 +81,22 @@ def test_lru_evicts_least_recent():
         TextCache(-1)
 
 
+def test_cached_dot_products_equal_the_rows_times_the_vector():
+    rng = np.random.default_rng(0)
+    table = {f"t{i}": rng.standard_normal(8).astype(np.float32) for i in range(3000)}
+    cache = TextCache(max_entries=2500)
+
+    def encode(texts):
+        return np.stack([table[t] for t in texts])
+
+    texts = [f"t{i}" for i in rng.permutation(3000)[:2200]] + ["t1", "t1"]
+    v = rng.standard_normal(8)
+    expect = encode(texts) @ v.astype(np.float32)
+    assert np.allclose(cache.dots(texts, v, encode), expect, atol=1e-5)  # encoded first
+    assert np.allclose(cache.dots(texts, v, encode), expect, atol=1e-5)  # read in place
+    assert cache.dots([], v, encode).shape == TextCache().dots([], v, encode).shape == (0,)
+
+
 def test_bad_candidates():
     with pytest.raises(OptionError, match="candidates"):
         EmbeddingScorer(candidates=-1)

@@ -73,6 +73,10 @@ class WordPieces:
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         return self.cache.rows(list(texts), self._vectors)
 
+    def dots(self, texts: Sequence[str], vector: np.ndarray) -> np.ndarray:
+        """Each text's vector times ``vector`` (cosines, for a unit-length ``vector``)."""
+        return self.cache.dots(list(texts), vector, self._vectors)
+
     def _vectors(self, texts: list[str]) -> np.ndarray:
         import torch
         import torch.nn.functional as F
@@ -110,9 +114,11 @@ def first_stage(units: Sequence[str], query: str, *, lexical_weight: float = 0.4
     if not units:
         return np.zeros(0)
     vectors = vectors or WordPieces()
-    # the units' rows apart from the query's (a long history's cached rows are gathered once,
-    # not copied again beside the query), the cosine in their own precision (float32)
-    cosine = (np.asarray(vectors(units)) @ np.asarray(vectors([query]))[0]).astype(np.float64)
+    q = np.asarray(vectors([query]))[0]
+    # the cosine in the vectors' own precision (float32); a cache's rows are read in place
+    dots = getattr(vectors, "dots", None)
+    cosine = (dots(units, q) if dots is not None else np.asarray(vectors(units)) @ q
+              ).astype(np.float64)
     lexical = bm25(units, query, index=index)
     fused = standardise(cosine) + lexical_weight * standardise(lexical)
     return unit_range(fused)
