@@ -35,6 +35,7 @@ from ctxkit.errors import InputError
 from ctxkit.io.messages import (
     OPENAI_ROLES,
     ROLE_ALIASES,
+    SYSTEM_ROLES,
     TOOL_RESULT_ROLES,
     is_courtesy,
     parse_messages,
@@ -43,7 +44,8 @@ from ctxkit.options import bad_option
 
 __all__ = ["DedupMessagesResult", "dedup_messages", "is_acknowledgement"]
 
-PROTECTED_ROLES = ("system", "developer", "tool", "function")
+# never removed: instructions and tool results (a call needs its result)
+PROTECTED_ROLES = SYSTEM_ROLES | TOOL_RESULT_ROLES
 _ACK_TOKEN = "\x01ack\x01"
 def is_acknowledgement(text: str) -> bool:
     """True for a turn made only of thanks/ok phrases, like "thanks!" or "Thank you so much"
