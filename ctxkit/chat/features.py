@@ -7,7 +7,8 @@ history, so :class:`ChatFeatures` keys each by the text it was computed from and
 the stored value next time. ``compress_chat`` uses a fresh one per call; ``ChatMemory`` keeps
 one for the whole conversation, so a call after one new message computes features for that
 message only and then runs the (cheap) selection. Both paths compute every value the same way,
-which is what makes their results identical.
+which is what makes their results identical. :class:`MessageTable` holds what the selection
+reads of each message as arrays that grow with the history.
 
 Example:
     >>> from ctxkit.compression.scoring.registry import IdfScorer
@@ -34,10 +35,20 @@ from ctxkit.compression.scoring.idf import IdfScorer
 from ctxkit.compression.scoring.lm import LMScorer
 from ctxkit.compression.scoring.registry import get_scorer
 from ctxkit.io.formats import IMAGE_TOKENS, image_parts
+from ctxkit.io.messages import (
+    SYSTEM_ROLES,
+    TOOL_CALL_ROLES,
+    TOOL_RESULT_ROLES,
+    answered_ids,
+    is_courtesy,
+)
+from ctxkit.io.messages import message_text as _text
+from ctxkit.io.messages import raw_role as _role
+from ctxkit.io.messages import tool_call_ids as _tool_ids
 from ctxkit.io.tokenizers import Tokenizer, resolve_tokenizer
 from ctxkit.options import bad_option
 
-__all__ = ["ChatFeatures", "billed_tokens"]
+__all__ = ["ChatFeatures", "MessageTable", "billed_tokens"]
 
 
 def billed_tokens(m: Mapping[str, Any], role: str, text: str, per_message: int,
@@ -235,3 +246,112 @@ class ChatFeatures:
                 del store[t]
         for key in [k for k in self._pruned if k[0] not in live]:
             del self._pruned[key]
+
+
+_FLAGS = frozenset({"calls", "blank", "filler", "system"})  # the boolean columns
+
+
+def _is_call(m: Mapping[str, Any]) -> bool:
+    return bool(m.get("tool_calls") or m.get("function_call")) or _role(m) in TOOL_CALL_ROLES
+
+
+class MessageTable:
+    """What the selection needs of each message that no query changes: its text, role, billed
+    tokens, tool-call group, and whether it is a call, blank or filler. Built at once for a
+    cold call; :class:`~ctxkit.chat.memory.ChatMemory` extends one as its history grows, so a
+    turn reads these for the new messages only.
+
+    Example:
+        >>> from ctxkit.chat.features import ChatFeatures
+        >>> table = MessageTable(ChatFeatures("cl100k_base", "idf"), per_message=3)
+        >>> table.extend([{"role": "user", "content": "thanks!"},
+        ...               {"role": "assistant", "content": None,
+        ...                "tool_calls": [{"id": "c1", "function": {"name": "f"}}]},
+        ...               {"role": "tool", "tool_call_id": "c1", "content": "42"}])
+        >>> table.groups, table.calls, len(table)
+        ([[0], [1, 2]], [False, True, False], 3)
+    """
+
+    def __init__(self, features: ChatFeatures, per_message: int,
+                 image_tokens: int = IMAGE_TOKENS, word_keep: float | None = None):
+        self.features, self.per_message, self.image_tokens = features, per_message, image_tokens
+        self.word_keep = word_keep
+        self.messages: list[Mapping[str, Any]] = []
+        self.texts: list[str] = []
+        self.roles: list[str] = []
+        self.cost: list[int] = []
+        self.calls: list[bool] = []
+        self.blank: list[bool] = []
+        self.filler: list[bool] = []  # blank, or a courtesy ("thanks!", "ok")
+        self.system: list[bool] = []
+        # billed tokens beyond the text (role, framing, images), and the fewest tokens the
+        # text can be shortened to (its pruned rendering's when the store has it, else 1;
+        # 0: never shortened, its content is not one string)
+        self.framing: list[int] = []
+        self.short: list[int] = []
+        self.groups: list[list[int]] = []
+        self.group_of: list[int] = []
+        self.group_head: list[int] = []
+        self._owner: dict[str, int] = {}  # call id -> its group
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def column(self, name: str) -> np.ndarray:
+        """One of the per-message lists (or ``group_head``, per group) as an array, extended
+        by the new rows only, so a long history is not converted again every call."""
+        values = getattr(self, name)
+        have = self._arrays.get(name)
+        if have is None or len(have) > len(values):
+            have = np.zeros(0, dtype=bool if name in _FLAGS else np.int64)
+        if len(have) < len(values):
+            tail = np.array(values[len(have):], dtype=have.dtype)
+            have = np.concatenate([have, tail])
+        self._arrays[name] = have
+        return have
+
+    def extend(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Append ``messages`` (numbered after the ones before)."""
+        for m in messages:
+            i = len(self.messages)
+            text, role = _text(m, i), _role(m)
+            self.messages.append(m)
+            self.texts.append(text)
+            self.roles.append(role)
+            cost = self.features.message_tokens(m, role, text, self.per_message,
+                                                self.image_tokens)
+            self.cost.append(cost)
+            self.framing.append(cost - self.features.count(text))
+            known = None if self.word_keep is None else self.features.pruned_tokens(
+                text, self.word_keep)
+            self.short.append(0 if not isinstance(m.get("content", m.get("value")), str)
+                              else max(1, known or 1))
+            self.calls.append(_is_call(m))
+            self.blank.append(not text.strip())
+            self.filler.append(self.blank[-1] or is_courtesy(text))
+            self.system.append(role in SYSTEM_ROLES)
+            self._group(i, m, role)
+
+    def learn_short(self, i: int, tokens: int) -> None:
+        """Record message ``i``'s pruned length once the selection has computed it."""
+        self.short[i] = tokens
+        if "short" in self._arrays and i < len(self._arrays["short"]):
+            self._arrays["short"][i] = tokens
+
+    def _group(self, i: int, m: Mapping[str, Any], role: str) -> None:
+        # a result joins the group of the call its id names (parallel results too, even
+        # after other turns); one without an id joins the call right before it
+        groups, owner = self.groups, self._owner
+        ids = answered_ids(m)
+        if role in TOOL_RESULT_ROLES and groups:
+            g = owner.get(ids[0]) if ids else (
+                len(groups) - 1 if self.calls[groups[-1][0]] else None)
+            if g is not None:
+                groups[g].append(i)
+                self.group_of.append(g)
+                return
+        groups.append([i])
+        self.group_head.append(i)
+        self.group_of.append(len(groups) - 1)
+        owner.update(dict.fromkeys(_tool_ids(m), len(groups) - 1))

@@ -55,12 +55,12 @@ from typing import Any
 
 from ctxkit import validate
 from ctxkit.chat.billing import CacheAccountingResult, CacheMeter
-from ctxkit.chat.features import ChatFeatures
+from ctxkit.chat.features import ChatFeatures, MessageTable
 from ctxkit.chat.history import HistoryFormat
 from ctxkit.chat.options import ChatOptions
 from ctxkit.chat.prefix_window import PrefixCacheOptions, PrefixWindow
 from ctxkit.chat.result import CompressChatResult
-from ctxkit.chat.selection import MessageTable, select
+from ctxkit.chat.selection import select
 from ctxkit.chat.summary_placement import (
     Summarizer,
     SummaryOptions,
