@@ -156,3 +156,14 @@ def test_cli_flags(tmp_path, src, capsys):
                            (["--memory", "2G", "--ray", "local"], "do not run with --ray")]:
         assert main(["dedup", str(src), "-o", str(out), "--no-progress", *flags]) != 0
         assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix", [".json", ".parquet"])  # locations: element N, row N
+def test_same_result_on_json_and_parquet(tmp_path, suffix):
+    from ctxkit.io.outputs import write_records
+
+    path = tmp_path / f"in{suffix}"
+    write_records(path, iter(corpus(1)), fmt=suffix)
+    mem, ext = both(tmp_path, path, method="exact,minhash")
+    assert mem == ext
+    assert {"element", "row"} & set(ext[1]["duplicates"][0])

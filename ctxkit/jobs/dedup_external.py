@@ -90,7 +90,8 @@ def run_out_of_core(source: Source, out_tmp: Path, report_tmp: Path | None, repo
             if report_tmp is not None:
                 head = {k: v for k, v in report.to_dict().items() if k != "duplicates"}
                 write_json_rows(report_tmp, head, "duplicates",
-                                entries(out[0], scan.meta, matched=not one_pass))
+                                entries(out[0], scan.ids, scan.wheres.load(),
+                                        matched=not one_pass))
         finally:
             scan.release()
 

@@ -16,13 +16,13 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ctxkit.deduplication.external.scan import where
 from ctxkit.deduplication.external.spill import TextBlob
 from ctxkit.deduplication.external.stage import StageResult
 from ctxkit.deduplication.result import large_cluster_warnings
@@ -78,24 +78,23 @@ def chain(n: int, exact: np.ndarray | None, alive: np.ndarray,
     return out
 
 
-def entries(out: Outcome, meta: TextBlob, matched: bool = True,
+def entries(out: Outcome, ids: TextBlob, wheres: np.ndarray, matched: bool = True,
             chunk: int = 1 << 15) -> Iterator[dict[str, Any]]:
     """The report entry of every removed record, in index order, as the in-memory job
-    writes them: its id, the kept id, method, matched id, similarity, then its location;
-    without ``matched``, as its one-pass exact dedup does (id, location, kept id, method,
-    similarity)."""
+    writes them: its id, the kept id, method, matched id, similarity, then its location
+    (``wheres``: :data:`~.scan.WHERE` rows); without ``matched``, as its one-pass exact dedup
+    does (id, location, kept id, method, similarity)."""
     removed = np.flatnonzero(out.duplicate_of >= 0)
     for s in range(0, len(removed), chunk):
         idx = removed[s : s + chunk]
         dup, mat = out.duplicate_of[idx], out.matched[idx]
         need = np.unique(np.concatenate([idx, dup, mat]))
-        meta_of = dict(zip(need.tolist(), (json.loads(m) for m in meta.read(need))))
+        id_of = dict(zip(need.tolist(), ids.read(need)))
         for i, d, m, sim, code in zip(idx.tolist(), dup.tolist(), mat.tolist(),
                                       out.similarity[idx].tolist(), out.method[idx].tolist()):
-            rid, where = meta_of[i]
             if not matched:
-                yield {"id": rid, **where, "duplicate_of": meta_of[d][0],
+                yield {"id": id_of[i], **where(wheres[i]), "duplicate_of": id_of[d],
                        "method": METHODS[code], "similarity": sim}
                 continue
-            yield {"id": rid, "duplicate_of": meta_of[d][0], "method": METHODS[code],
-                   "matched": meta_of[m][0], "similarity": round(float(sim), 6), **where}
+            yield {"id": id_of[i], "duplicate_of": id_of[d], "method": METHODS[code],
+                   "matched": id_of[m], "similarity": round(float(sim), 6), **where(wheres[i])}

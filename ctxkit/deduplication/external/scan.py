@@ -1,10 +1,10 @@
 """The first pass of the out-of-core dedup: records stream in once and go to disk.
 
 Each record's text goes to a :class:`~ctxkit.deduplication.external.spill.TextBlob` (read
-back by offset for signatures, verification and boilerplate), its id and location to a
-second blob (for the report), its exact digest (16 bytes, with its index) to a run for the
-exact stage, and, when boilerplate is stripped, the hash of each of its distinct lines.
-Nothing per record stays in memory but offsets.
+back by offset for signatures, verification and boilerplate), its id to a second blob and
+its location (line, JSON element, Parquet row) to a run (for the report), its exact digest
+(16 bytes, with its index) to a run for the exact stage, and, when boilerplate is stripped,
+the hash of each of its distinct lines. Nothing per record stays in memory but offsets.
 
 Example:
     >>> import json, tempfile
@@ -20,7 +20,6 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +32,11 @@ from ctxkit.deduplication.external.spill import Appender, TextBlob
 from ctxkit.deduplication.normalize import Normalization
 from ctxkit.io.records import ReadReport, Record
 
-__all__ = ["DIGEST", "LINE", "Scan", "distinct_lines", "line_hashes", "scan_records"]
+__all__ = ["DIGEST", "LINE", "WHERE", "Scan", "distinct_lines", "line_hashes", "scan_records",
+           "where"]
 
 DIGEST = np.dtype([("hi", "<u8"), ("lo", "<u8"), ("i", "<i8")])  # 16-byte digest + index
+WHERE = np.dtype([("line", "<i8"), ("element", "<i8"), ("row", "<i8")])  # -1: none
 LINE = np.dtype([("h", "<u8"), ("rec", "<i8"), ("pos", "<i8")])  # line hash, record, order
 BATCH = 4096
 
@@ -45,7 +46,8 @@ class Scan:
     """What the first pass wrote: texts, ids and locations, digests, line hashes, lengths."""
 
     texts: TextBlob
-    meta: TextBlob
+    ids: TextBlob
+    wheres: Appender
     digests: Appender | None
     lines: Appender | None
     lengths: Appender
@@ -56,7 +58,7 @@ class Scan:
 
     def release(self) -> None:
         self.texts.release()
-        self.meta.release()
+        self.ids.release()
 
 
 def distinct_lines(text: str) -> list[str]:
@@ -72,8 +74,23 @@ def line_hashes(lines: Sequence[str]) -> np.ndarray:
     return np.frombuffer(raw, dtype="<u8")
 
 
-def _where(rec: Record) -> dict[str, Any]:
-    return {"line": rec.line, **(rec.location.to_dict() if rec.location else {})}
+def where(row: np.void) -> dict[str, Any]:
+    """A record's location as the report gives it (``line``, then ``element``/``row``)."""
+    out: dict[str, Any] = {"line": None if row["line"] < 0 else int(row["line"])}
+    for key in ("element", "row"):
+        if row[key] >= 0:
+            out[key] = int(row[key])
+    return out
+
+
+def _wheres(batch: list[Record]) -> np.ndarray:
+    out = np.full(len(batch), -1, dtype=WHERE)
+    for k, rec in enumerate(batch):
+        loc = rec.location
+        out[k] = (-1 if rec.line is None else rec.line,
+                  -1 if loc is None or loc.element is None else loc.element,
+                  -1 if loc is None or loc.row is None else loc.row)
+    return out
 
 
 def scan_records(source: Any, folder: Path, *, digests: bool, lines: bool,
@@ -81,7 +98,8 @@ def scan_records(source: Any, folder: Path, *, digests: bool, lines: bool,
                  advance: Any = None) -> Scan:
     """Stream ``source`` (a :class:`~ctxkit.jobs.common.Source`) once into spill files under
     ``folder``: the exact stage's digests when ``digests``, line hashes when ``lines``."""
-    scan = Scan(TextBlob(folder / "texts"), TextBlob(folder / "meta"),
+    scan = Scan(TextBlob(folder / "texts"), TextBlob(folder / "ids"),
+                Appender(folder / "wheres", WHERE),
                 Appender(folder / "digests", DIGEST) if digests else None,
                 Appender(folder / "lines", LINE) if lines else None,
                 Appender(folder / "lengths", np.int64))
@@ -98,9 +116,9 @@ def scan_records(source: Any, folder: Path, *, digests: bool, lines: bool,
     _flush(scan, batch, start, norm)
     if advance is not None and batch:
         advance(len(batch))
-    for part in (scan.texts, scan.meta):
+    for part in (scan.texts, scan.ids):
         part.close()
-    for app in (scan.digests, scan.lines, scan.lengths):
+    for app in (scan.wheres, scan.digests, scan.lines, scan.lengths):
         if app is not None:
             app.close()
     return scan
@@ -111,7 +129,8 @@ def _flush(scan: Scan, batch: list[Record], start: int, norm: Normalization | No
         return
     texts = [r.text for r in batch]
     scan.texts.extend(texts)
-    scan.meta.extend([json.dumps([r.id, _where(r)], ensure_ascii=False) for r in batch])
+    scan.ids.extend([r.id for r in batch])
+    scan.wheres.append(_wheres(batch))
     scan.lengths.append(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
     index = np.arange(start, start + len(batch), dtype=np.int64)
     if scan.digests is not None:

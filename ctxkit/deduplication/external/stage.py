@@ -59,7 +59,8 @@ def minhash_stage(texts: TextBlob, alive: np.ndarray, opts: MinHashOptions, keep
     pairs, scores, seen = estimated_pairs(unique_codes(codes, m, budget), rows,
                                           opts.threshold - margin, chunk)
     signed.sig.remove()
-    scorer = ExactScorer(texts, alive, opts.shingling(), lines)
+    scorer = ExactScorer(texts, alive, opts.shingling(), lines,
+                         chunk=budget.rows(8 * 1024, least=4096))
     linked, linked_scores = link_pairs(m, pairs, scores, opts.threshold, margin, scorer,
                                        big=opts.max_bucket)
     del pairs, scores
@@ -81,13 +82,16 @@ def _result(rep: np.ndarray, linked: np.ndarray, scores: np.ndarray,
     idx = np.arange(len(rep), dtype=np.int64)
     kept = rep == idx
     similarity = np.full(len(rep), np.nan)
-    moved = np.flatnonzero(~kept)
-    if len(moved):
-        similarity[moved] = scorer(np.stack([moved, rep[moved]], axis=1))
     duplicate_of = np.where(kept, -1, rep)
     matched = duplicate_of.copy()
     if len(scores):
         matched, similarity = best_matches(rep, linked, scores, matched, similarity)
+    # A removed record lies in a component of linked pairs, so it has a pair and
+    # best_matches gave it that pair's score (in memory the similarity to the representative
+    # is computed first and then replaced); score only what it left, none in practice.
+    left = np.flatnonzero(~kept & np.isnan(similarity))
+    if len(left):
+        similarity[left] = scorer(np.stack([left, rep[left]], axis=1))
     return StageResult(duplicate_of, matched, similarity)
 
 
