@@ -237,6 +237,20 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines + [text, ""])
 
 
+def _without_tmp(command: str) -> str:
+    """The command without ``--tmp DIR``: where the scratch files went is not what was
+    measured (as ``command_line`` leaves out ``--out``).
+
+    Example:
+        >>> _without_tmp("python -m evals.dedup_scale --tmp /x --sizes 5")
+        'python -m evals.dedup_scale --sizes 5'
+    """
+    words = command.split(" ")
+    if "--tmp" in words:
+        del words[words.index("--tmp"):words.index("--tmp") + 2]
+    return " ".join(words)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="seconds, for CI smoke tests")
@@ -256,7 +270,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     with tempfile.TemporaryDirectory(prefix="ctxkit-dedup-scale-", dir=args.tmp) as tmp:
         rows = [one_size(corpus, n, Path(tmp), args.memory) for n in sizes]
     report: dict[str, Any] = {
-        "command": command_line("evals.dedup_scale", argv), "quick": args.quick,
+        "command": _without_tmp(command_line("evals.dedup_scale", argv)), "quick": args.quick,
         "memory": args.memory, "sizes": rows, "summary": summary(rows),
         "corpus": f"30-120 words, {TEMPLATED:.0%} templated, {COPIES:.0%} planted near copies",
         "seconds": round(time.time() - t0, 1)}

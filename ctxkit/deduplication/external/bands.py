@@ -30,6 +30,7 @@ from ctxkit.deduplication.external.spill import Appender, TextBlob
 from ctxkit.deduplication.lsh import band_keys
 from ctxkit.deduplication.options import MinHashOptions
 from ctxkit.deduplication.signatures import empty_rows, signatures
+from ctxkit.errors import InputError
 
 __all__ = ["KEY", "Signed", "record_texts", "sign_records", "strip_text"]
 
@@ -77,6 +78,8 @@ def sign_records(texts: TextBlob, alive: np.ndarray, opts: MinHashOptions, folde
     """Sign the records ``alive`` of ``texts`` and write their band runs under ``folder``."""
     bands, rows = opts.banding()
     m = len(alive)
+    if m >= 1 << 32:  # band runs and candidate codes hold 32-bit record numbers
+        raise InputError(f"MinHash dedup handles fewer than 2**32 records per run, got {m:,}")
     out = Signed(Appender(folder / "sig", np.uint32),
                  [Appender(folder / f"band{k}", KEY) for k in range(bands)],
                  np.zeros(m, dtype=bool), np.zeros(m, dtype=np.int64),
