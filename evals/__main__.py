@@ -22,7 +22,7 @@ from evals._common import machine_info
 from evals.benchmarks_page import RESULTS, write
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARKS = ("packing", "dedup", "embedding", "compression", "public_compression",
+BENCHMARKS = ("packing", "dedup", "dedup_scale", "embedding", "compression", "public_compression",
               "chat_memory", "chat_latency", "chat_scaling", "distributed", "classify", "balance",
               "training")
 

@@ -28,8 +28,8 @@ RESULTS = ROOT / "evals" / "results"
 PAGE = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
 # page order; result files of other names follow in sorted order
-ORDER = ("packing", "dedup", "dedup_scaling", "dedup_stages", "embedding", "classify",
-         "compression", "public_compression", "lm_scorer/nq_kv", "lm_scorer/locomo",
+ORDER = ("packing", "dedup", "dedup_scaling", "dedup_stages", "dedup_scale", "embedding",
+         "classify", "compression", "public_compression", "lm_scorer/nq_kv", "lm_scorer/locomo",
          "chat_memory", "chat_latency", "chat_scaling", "distributed")
 INTRO = """\
 # Benchmarks

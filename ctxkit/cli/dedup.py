@@ -63,6 +63,17 @@ def dedup_cmd(
         "--strip-boilerplate", metavar="SHARE",
         help="MinHash: leave out lines found in at least this share of the records (a shared "
              "template), e.g. 0.01.")] = MinHashOptions.boilerplate,
+    memory: Annotated[str | None, typer.Option(
+        "--memory", metavar="SIZE",
+        help="Memory budget, e.g. 2G (default: a quarter of this machine's RAM); an input "
+             "whose in-memory dedup would not fit it is deduplicated out of core.")] = None,
+    tmp_dir: Annotated[Path | None, typer.Option(
+        "--tmp-dir", help="Where out-of-core spill files go (default: beside the output); "
+                          "removed when the run ends.")] = None,
+    out_of_core: Annotated[bool | None, typer.Option(
+        "--out-of-core/--in-memory",
+        help="Force the out-of-core path (exact and MinHash, bounded memory, the same "
+             "result) or the in-memory one (default: by --memory).")] = None,
     skip_bad: SkipBadOpt = False,
     in_place: InPlaceOpt = False,
     progress: ProgressOpt = True,
@@ -80,7 +91,12 @@ def dedup_cmd(
         raise OptionError("--strip-boilerplate", "--strip-boilerplate counts lines over the "
                           "whole corpus and does not run with --ray; strip templates first "
                           "or pick the varying --field")
-    local = {} if ray_address is not None else {"boilerplate": boilerplate}
+    local = {} if ray_address is not None else {
+        "boilerplate": boilerplate, "memory": memory, "tmp_dir": tmp_dir,
+        "out_of_core": out_of_core}
+    if ray_address is not None and (memory, tmp_dir, out_of_core) != (None, None, None):
+        raise OptionError("--memory", "--memory, --tmp-dir and --out-of-core/--in-memory "
+                          "choose this machine's path and do not run with --ray")
     run_stage("dedup", ray_address, Source(input_path, field, template, id_field, skip_bad),
               Target(output, report_path, in_place), progress,
               method=method, threshold=parse_threshold(threshold), keep=keep,

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ctxkit.options import bad_option
 
-__all__ = ["MIN_COUNT", "Boilerplate", "strip_boilerplate"]
+__all__ = ["MIN_COUNT", "Boilerplate", "min_records", "strip_boilerplate", "strip_lines"]
 
 MIN_COUNT = 5  # a line seen in fewer records is never called boilerplate
 
@@ -68,6 +68,32 @@ class Boilerplate:
         }
 
 
+def min_records(min_share: float, n: int, min_count: int = MIN_COUNT) -> int:
+    """The records a line must appear in, of ``n``, to be boilerplate.
+
+    Example:
+        >>> min_records(0.01, 100_000), min_records(0.01, 100)
+        (1000, 5)
+    """
+    return max(int(min_count), math.ceil(min_share * n))
+
+
+def strip_lines(text: str, lines: Sequence[str], common: Container[str]) -> tuple[str, bool, bool]:
+    """``text`` (split into stripped ``lines``) without its ``common`` lines: ``(text,
+    stripped, whole)``, ``whole`` when every line was common and the text stays as it was.
+
+    Example:
+        >>> strip_lines("Hi\\nQ: 2+2?", ["Hi", "Q: 2+2?"], {"Hi"})
+        ('Q: 2+2?', True, False)
+    """
+    kept = [line for line in lines if line not in common]
+    if len(kept) == len(lines):
+        return text, False, False
+    if any(kept):
+        return "\n".join(kept).strip("\n"), True, False
+    return text, True, True
+
+
 def strip_boilerplate(
     texts: Sequence[str], min_share: float = 0.01, min_count: int = MIN_COUNT
 ) -> Boilerplate:
@@ -83,7 +109,7 @@ def strip_boilerplate(
     seen: Counter[str] = Counter()
     for lines in split:
         seen.update(dict.fromkeys(lines).keys())  # once per record, in order of first sight
-    need = max(int(min_count), math.ceil(min_share * len(texts)))
+    need = min_records(min_share, len(texts), min_count)
     common = {line: c for line, c in seen.items() if c >= need and line}
     n = len(texts)
     stripped = np.zeros(n, dtype=bool)
@@ -91,14 +117,7 @@ def strip_boilerplate(
     out = list(texts)
     if common:
         for i, lines in enumerate(split):
-            kept = [line for line in lines if line not in common]
-            if len(kept) == len(lines):
-                continue
-            stripped[i] = True
-            if any(kept):
-                out[i] = "\n".join(kept).strip("\n")
-            else:
-                whole[i] = True
+            out[i], stripped[i], whole[i] = strip_lines(texts[i], lines, common)
     ranked = sorted(common.items(), key=lambda kv: -kv[1])  # stable: ties by first appearance
     return Boilerplate(texts=out, lines=[k for k, _ in ranked], counts=[c for _, c in ranked],
                        stripped=stripped, whole=whole)

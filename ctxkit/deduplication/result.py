@@ -14,6 +14,7 @@ __all__ = [
     "best_matches",
     "cluster_warnings",
     "combine_stages",
+    "large_cluster_warnings",
     "result_from_representatives",
 ]
 
@@ -122,10 +123,20 @@ def cluster_warnings(clusters: list[list[int]], n: int) -> list[str]:
         'one cluster holds 30 of 100 items (30'
     """
     big = max(clusters, key=len, default=[])
-    if n == 0 or len(big) < max(20, LARGE_CLUSTER * n):
+    return large_cluster_warnings(len(big), big[0] if big else -1, n)
+
+
+def large_cluster_warnings(size: int, kept: int, n: int) -> list[str]:
+    """:func:`cluster_warnings` of a largest cluster of ``size`` items that keeps ``kept``.
+
+    Example:
+        >>> large_cluster_warnings(5, 0, 100)
+        []
+    """
+    if n == 0 or size < max(20, LARGE_CLUSTER * n):
         return []
-    return [f"one cluster holds {len(big):,} of {n:,} items ({len(big) / n:.0%}, kept item "
-            f"{big[0]}): the items probably share a template rather than repeat; compare the "
+    return [f"one cluster holds {size:,} of {n:,} items ({size / n:.0%}, kept item "
+            f"{kept}): the items probably share a template rather than repeat; compare the "
             "part that varies (MinHash boilerplate=0.01, a --field, or --strip-boilerplate) "
             "or raise the threshold"]
 

@@ -33,6 +33,7 @@ __all__ = [
     "record_format",
     "staged_outputs",
     "write_json",
+    "write_json_rows",
     "write_jsonl",
     "write_npy",
     "write_parquet",
@@ -187,6 +188,33 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
     with atomic_write(path) as fh:
         json.dump(obj, fh, ensure_ascii=False, indent=2, default=_jsonable)
         fh.write("\n")
+
+
+def write_json_rows(path: str | os.PathLike, head: Mapping[str, Any], key: str,
+                    rows: Iterable[Any]) -> int:
+    """Write ``{**head, key: list(rows)}`` atomically, byte for byte as :func:`write_json`
+    would, with ``rows`` streamed (never held); returns the number of rows.
+
+    Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "r.json")
+        >>> write_json_rows(path, {"n": 1}, "rows", iter([{"a": 1}]))
+        1
+        >>> json.loads(open(path).read())
+        {'n': 1, 'rows': [{'a': 1}]}
+    """
+    text = json.dumps({**head, key: []}, ensure_ascii=False, indent=2, default=_jsonable)
+    prefix = text[: -len("[]\n}")]
+    n = 0
+    with atomic_write(path) as fh:
+        fh.write(prefix)
+        for row in rows:
+            fh.write(",\n    " if n else "[\n    ")
+            fh.write(json.dumps(row, ensure_ascii=False, indent=2, default=_jsonable)
+                     .replace("\n", "\n    "))
+            n += 1
+        fh.write("\n  ]\n}\n" if n else "[]\n}\n")
+    return n
 
 
 def _write_json_array(path: str | os.PathLike, rows: Iterable[Any]) -> int:
