@@ -56,8 +56,9 @@ def _format_of(path: str) -> str:
     return _FORMATS[suffix]
 
 
-def read_dataset(path: str | Path, columns: list[str]) -> Any:
-    """A Ray dataset over ``path`` (file, directory or URI), checked to have ``columns``."""
+def read_dataset(path: str | Path, columns: list[str] | None = None) -> Any:
+    """A Ray dataset over ``path`` (file, directory or URI), checked to have ``columns``
+    (when given: the check reads the first blocks)."""
     ray = require_ray()
     path = uri(path)
     if _format_of(path) == "parquet":
@@ -65,6 +66,8 @@ def read_dataset(path: str | Path, columns: list[str]) -> Any:
     else:
         ds = ray.data.read_json(path, lines=not path.endswith(".json"))
     raise_worker_errors(ds)
+    if columns is None:
+        return ds
     names = ds.columns() or []
     missing = [c for c in columns if c not in names]
     if missing:
@@ -237,38 +240,40 @@ def _check_dedup_method(method: Any) -> None:
 def _dedup(input_path, output, field, id_field, report_path, method="minhash", threshold=None,
            keep="first", num_perm=_M.num_perm, ngram=_M.ngram, unit=_M.unit, seed=_M.seed,
            punctuation=False) -> list:
+    from ctxkit.deduplication.normalize import Normalization
     from ctxkit.distributed.minhash import minhash_dedup
     from ctxkit.io.records import write_json
 
     if isinstance(threshold, dict):
         threshold = threshold.get("minhash")
-    ds = read_dataset(input_path, [field] + ([id_field] if id_field else []))
-    from ctxkit.deduplication.normalize import Normalization
-
-    out = minhash_dedup(ds, column=field, threshold=threshold, num_perm=num_perm,
-                        id_column=id_field, ngram=ngram, unit=unit, seed=seed, keep=keep,
+    # the columns are checked on the first block read: asking the dataset for them first
+    # would read a JSON input twice
+    out = minhash_dedup(read_dataset(input_path), column=field, threshold=threshold,
+                        num_perm=num_perm, id_column=id_field, record_ids=True, ngram=ngram,
+                        unit=unit, seed=seed, keep=keep,
                         normalization=Normalization(punctuation=punctuation))
     where = write_dataset(out.kept, output)
-    n, removed = out.result.n, out.result.removed
+    n, removed = out.result.n, out.result.n_removed
     if report_path is not None:  # the local report's fields, "line" aside
-        from ctxkit.distributed.blocks import collect_columns
-        from ctxkit.io.records import ID_FIELD, record_id
-
-        if id_field is not None:
-            ids = [str(v) for v in collect_columns(ds, [id_field])[id_field].tolist()]
-        elif ID_FIELD in (ds.columns() or []):  # the local rule, record by record
-            own = collect_columns(ds, [ID_FIELD])[ID_FIELD].tolist()
-            ids = [record_id(v, i) for i, v in enumerate(own)]
-        else:
-            ids = [str(i) for i in range(n)]
         write_json(report_path, {
             "input": str(input_path), "output": where, "method": ["minhash"],
-            "threshold": threshold, "keep": keep, "records": n, "kept": n - len(removed),
-            "removed": len(removed), "skipped": [], "stages": out.info,
-            "duplicates": out.result.ledger(ids)})
-    return [("records", n), ("kept", n - len(removed)), ("removed (minhash)", len(removed)),
+            "threshold": threshold, "keep": keep, "records": n, "kept": n - removed,
+            "removed": removed, "skipped": [], "stages": out.info,
+            "warnings": out.result.warnings, "duplicates": _ledger(out.report)})
+    return [("records", n), ("kept", n - removed), ("removed (minhash)", removed),
             ("candidate pairs", out.info["candidates"]), ("verified pairs", out.info["verified"]),
             ("output", where)]
+
+
+def _ledger(report: Any) -> list[dict[str, Any]]:
+    """The report dataset's rows as the local ledger's entries (in row order)."""
+    entries = []
+    for batch in report.iter_batches(batch_size=None, batch_format="pyarrow"):
+        entries += batch.select(["id", "duplicate_of", "method", "matched", "similarity"]
+                                ).to_pylist()
+    for e in entries:  # Python's rounding, as the local ledger's
+        e["similarity"] = round(e["similarity"], 6)
+    return entries
 
 
 def _texts_block(batch: dict[str, np.ndarray], reader: _Reader) -> dict[str, Any]:
