@@ -16,6 +16,7 @@ CLI's summary table.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,7 @@ def run_command(
     report_path: str | Path | None = None,
     template: str | None = None,
     skip_bad: bool = False,
+    on_stage: Any = None,
     **options: Any,
 ) -> list[tuple[str, Any]]:
     """Run ``ctxkit <command>`` on Ray; returns rows for the summary table.
@@ -138,7 +140,7 @@ def run_command(
     try:
         if command == "dedup":
             rows = _dedup(input_path, target, field or "text", id_field, report_path,
-                          **options)
+                          on_stage=on_stage, **options)
         elif command == "embed":
             rows = _embed(reader, target, report_path, **options)
         else:
@@ -239,10 +241,11 @@ def _check_dedup_method(method: Any) -> None:
 
 def _dedup(input_path, output, field, id_field, report_path, method="minhash", threshold=None,
            keep="first", num_perm=_M.num_perm, ngram=_M.ngram, unit=_M.unit, seed=_M.seed,
-           punctuation=False) -> list:
+           punctuation=False, on_stage=None) -> list:
+    from contextlib import nullcontext
+
     from ctxkit.deduplication.normalize import Normalization
     from ctxkit.distributed.minhash import minhash_dedup
-    from ctxkit.io.records import write_json
 
     if isinstance(threshold, dict):
         threshold = threshold.get("minhash")
@@ -251,29 +254,54 @@ def _dedup(input_path, output, field, id_field, report_path, method="minhash", t
     out = minhash_dedup(read_dataset(input_path), column=field, threshold=threshold,
                         num_perm=num_perm, id_column=id_field, record_ids=True, ngram=ngram,
                         unit=unit, seed=seed, keep=keep,
-                        normalization=Normalization(punctuation=punctuation))
-    where = write_dataset(out.kept, output)
+                        normalization=Normalization(punctuation=punctuation),
+                        on_stage=on_stage)
+    stage = on_stage or (lambda name: nullcontext())
+    with stage("write"):
+        where = write_dataset(out.kept, output)
     n, removed = out.result.n, out.result.n_removed
     if report_path is not None:  # the local report's fields, "line" aside
-        write_json(report_path, {
-            "input": str(input_path), "output": where, "method": ["minhash"],
-            "threshold": threshold, "keep": keep, "records": n, "kept": n - removed,
-            "removed": removed, "skipped": [], "stages": out.info,
-            "warnings": out.result.warnings, "duplicates": _ledger(out.report)})
+        with stage("report file"):
+            _write_report(report_path, input_path, where, threshold, keep, out)
     return [("records", n), ("kept", n - removed), ("removed (minhash)", removed),
             ("candidate pairs", out.info["candidates"]), ("verified pairs", out.info["verified"]),
             ("output", where)]
 
 
-def _ledger(report: Any) -> list[dict[str, Any]]:
-    """The report dataset's rows as the local ledger's entries (in row order)."""
-    entries = []
-    for batch in report.iter_batches(batch_size=None, batch_format="pyarrow"):
-        entries += batch.select(["id", "duplicate_of", "method", "matched", "similarity"]
-                                ).to_pylist()
-    for e in entries:  # Python's rounding, as the local ledger's
-        e["similarity"] = round(e["similarity"], 6)
-    return entries
+def _write_report(report_path, input_path, where, threshold, keep, out) -> None:
+    """The local command's report, the same bytes as its ``write_json``, with the entries
+    streamed from the report dataset a batch at a time (the driver never holds them all)."""
+    import json
+
+    from ctxkit.io.outputs import atomic_write
+
+    n, removed = out.result.n, out.result.n_removed
+    head = json.dumps({
+        "input": str(input_path), "output": where, "method": ["minhash"],
+        "threshold": threshold, "keep": keep, "records": n, "kept": n - removed,
+        "removed": removed, "skipped": [], "stages": {"minhash": out.info},
+        "warnings": out.result.warnings, "duplicates": []}, ensure_ascii=False, indent=2)
+    head, tail = head[:-len("[]\n}")], "]\n}\n"
+    with atomic_write(report_path) as fh:
+        fh.write(head + "[")
+        first = True
+        for entries in _ledger(out.report):
+            for e in entries:
+                fh.write("\n    " if first else ",\n    ")
+                fh.write(json.dumps(e, ensure_ascii=False, indent=2).replace("\n", "\n    "))
+                first = False
+        fh.write(tail if first else "\n  " + tail)
+
+
+def _ledger(report: Any) -> Iterator[list[dict[str, Any]]]:
+    """The report dataset's rows as the local ledger's entries (in row order), a batch of
+    entries at a time."""
+    for batch in report.iter_batches(batch_size=65536, batch_format="pyarrow"):
+        entries = batch.select(["id", "duplicate_of", "method", "matched", "similarity"]
+                               ).to_pylist()
+        for e in entries:  # Python's rounding, as the local ledger's
+            e["similarity"] = round(e["similarity"], 6)
+        yield entries
 
 
 def _texts_block(batch: dict[str, np.ndarray], reader: _Reader) -> dict[str, Any]:

@@ -158,6 +158,9 @@ def _route(ch: _Chunks, pairs: list[list], serve: Callable, payload: list, serve
 def _candidates(ch: _Chunks, max_bucket: int, parts: int) -> list[list]:
     """Step 2: per pair partition, ``[codes, asks of chunk 0, ...]`` (refs)."""
     split = [call(_split, parts, b, parts) for b in ch.bands]
+    # the object store frees what no ref names once the tasks reading it are done: the
+    # triples go as soon as they are split, the split parts when the buckets are paired
+    ch.bands = []
     bounds = np.linspace(0, ch.n, parts + 1).astype(np.int64)
     owned = exchange(split, _owners, parts, max_bucket, bounds)
     return exchange(owned, _pairs, 1 + len(ch.table), ch.starts)
@@ -204,6 +207,9 @@ def _verify(ch: _Chunks, opts: Any, parts: int, column: str, stage: Callable,
     with stage("estimates"):
         est = _route(ch, pairs, stages.serve_signatures, ch.sig, (), _estimates,
                      3 + len(ch.table), floor, ch.starts)
+        del pairs
+        if opts.verify == "exact":  # every later score is exact: the signatures can go
+            ch.sig = []
         _settle([e[0] for e in est], timed)
     exact = None
     with stage("exact scores"):
