@@ -9,8 +9,8 @@ checked equal (the kept records, and the report's entries but for the local ``li
 Stages. Local: ``reading``, ``dedup (minhash)``, ``writing`` (the job's own progress
 phases). Ray: ``start-up`` (``init_ray``), then the stages of
 :func:`ctxkit.distributed.minhash.minhash_dedup` (each awaited before the next) and the
-command's ``write`` (part files, then the driver's streamed join) and ``report file``.
-Serial on the driver: ``components``, ``report``, ``report file`` and the join in ``write``.
+command's ``write parts``, ``join parts`` (the driver's streamed copy) and ``report file``.
+Serial on the driver: ``components``, ``report``, ``join parts`` and ``report file``.
 
 Example:
     >>> timer = StageTimer()
@@ -35,7 +35,7 @@ from typing import Any
 __all__ = ["DRIVER_STAGES", "StageTimer", "compare", "run_one"]
 
 # Ray stages that run on the driver alone (their time caps a cluster's throughput)
-DRIVER_STAGES = ("components", "report", "report file")
+DRIVER_STAGES = ("components", "report", "join parts", "report file")
 
 
 class StageTimer:
@@ -53,8 +53,9 @@ class StageTimer:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 
 
-def run_one(kind: str, path: str, out_dir: str) -> dict[str, Any]:
-    """One ``ctxkit dedup`` run in this process: ``kind`` ``local`` or ``ray``."""
+def run_one(kind: str, path: str, out_dir: str, workers: int | None = None) -> dict[str, Any]:
+    """One ``ctxkit dedup`` run in this process: ``kind`` ``local`` or ``ray`` (a local Ray
+    instance of ``workers`` CPUs, default all)."""
     start = time.perf_counter()
     timer = StageTimer()
     out, report = Path(out_dir) / f"{kind}.jsonl", Path(out_dir) / f"{kind}.json"
@@ -69,17 +70,18 @@ def run_one(kind: str, path: str, out_dir: str) -> dict[str, Any]:
         from ctxkit.distributed.command import run_command
 
         with timer("start-up"):
-            init_ray(None)
+            init_ray(None, num_cpus=workers)
         run_command("dedup", "local", path, out, field="text", report_path=report,
                     method="minhash", on_stage=timer)
     return {"kind": kind, "seconds": time.perf_counter() - start, "stages": timer.seconds,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def _spawn(kind: str, path: Path, out_dir: Path) -> dict[str, Any]:
+def _spawn(kind: str, path: Path, out_dir: Path, workers: int) -> dict[str, Any]:
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "evals.distributed_e2e", kind, str(path),
-                           str(out_dir)], capture_output=True, text=True, check=False)
+                           str(out_dir), str(workers)], capture_output=True, text=True,
+                          check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{kind} run failed:\n{proc.stderr[-3000:]}")
     got = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -103,8 +105,8 @@ def _same_output(out_dir: Path) -> dict[str, Any]:
 def compare(path: Path, out_dir: Path, records: int, workers: int) -> dict[str, Any]:
     """Local then Ray on ``path`` (``records`` records), outputs checked equal."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    local = _spawn("local", path, out_dir)
-    ray = _spawn("ray", path, out_dir)
+    local = _spawn("local", path, out_dir, workers)
+    ray = _spawn("ray", path, out_dir, workers)
     check = _same_output(out_dir)
     driver = sum(ray["stages"].get(s, 0.0) for s in DRIVER_STAGES)
     return {
@@ -118,4 +120,4 @@ def compare(path: Path, out_dir: Path, records: int, workers: int) -> dict[str, 
 
 
 if __name__ == "__main__":
-    print(json.dumps(run_one(*sys.argv[1:4])))
+    print(json.dumps(run_one(*sys.argv[1:4], workers=int(sys.argv[4]))))

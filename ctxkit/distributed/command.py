@@ -251,14 +251,13 @@ def _dedup(input_path, output, field, id_field, report_path, method="minhash", t
         threshold = threshold.get("minhash")
     # the columns are checked on the first block read: asking the dataset for them first
     # would read a JSON input twice
-    out = minhash_dedup(read_dataset(input_path), column=field, threshold=threshold,
+    out = minhash_dedup(_dedup_input(input_path), column=field, threshold=threshold,
                         num_perm=num_perm, id_column=id_field, record_ids=True, ngram=ngram,
                         unit=unit, seed=seed, keep=keep,
                         normalization=Normalization(punctuation=punctuation),
                         on_stage=on_stage)
     stage = on_stage or (lambda name: nullcontext())
-    with stage("write"):
-        where = write_dataset(out.kept, output)
+    where = write_dataset(out.kept, output, on_stage)
     n, removed = out.result.n, out.result.n_removed
     if report_path is not None:  # the local report's fields, "line" aside
         with stage("report file"):
@@ -266,6 +265,18 @@ def _dedup(input_path, output, field, id_field, report_path, method="minhash", t
     return [("records", n), ("kept", n - removed), ("removed (minhash)", removed),
             ("candidate pairs", out.info["candidates"]), ("verified pairs", out.info["verified"]),
             ("output", where)]
+
+
+def _dedup_input(input_path: str | Path) -> Any:
+    """A local JSON lines file is read by many tasks at once (:mod:`ctxkit.distributed.reader`);
+    anything else by Ray Data's readers. Only dedup reads this way: it reads one text column,
+    where the other commands read whole records whose nested types Ray Data infers per file."""
+    from ctxkit.distributed.reader import read_jsonl
+
+    path = Path(uri(input_path))
+    if "://" not in str(path) and path.is_file() and path.suffix.lower() in (".jsonl", ".ndjson"):
+        return read_jsonl(path)
+    return read_dataset(input_path)
 
 
 def _write_report(report_path, input_path, where, threshold, keep, out) -> None:

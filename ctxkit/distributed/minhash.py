@@ -1,7 +1,7 @@
 """MinHash near-duplicate removal on a Ray dataset, identical to ``ctxkit.dedup(method="minhash")``.
 
 The stages are the single-machine ones (:mod:`ctxkit.deduplication.minhash`), run as Ray
-tasks on chunks of about 32 MB of input (:func:`~ctxkit.distributed.rows.row_chunks`) and on
+tasks on chunks of about 16 MB of input (:func:`~ctxkit.distributed.rows.row_chunks`) and on
 partitions whose count comes from the data (:mod:`ctxkit.distributed.exchange`); the worker
 functions are in :mod:`ctxkit.distributed.stages`:
 

@@ -118,17 +118,23 @@ def check_output(output: str | os.PathLike, suffixes: tuple[str, ...], *,
     return RayOutput(text, _KINDS[suffix], parts=parts)
 
 
-def write_dataset(ds: Any, output: RayOutput) -> str:
-    """Write the Ray dataset ``ds`` to ``output``; returns what the summary shows."""
+def write_dataset(ds: Any, output: RayOutput, on_stage: Any = None) -> str:
+    """Write the Ray dataset ``ds`` to ``output``; returns what the summary shows.
+    ``on_stage(name)``, a timer's hook, is entered around ``"write parts"`` (the workers)
+    and ``"join parts"`` (the driver's streamed copy)."""
+    stage = on_stage or (lambda name: contextlib.nullcontext())
     if output.parts:
-        _write_parts(ds, output.target, output.kind)
+        with stage("write parts"):
+            _write_parts(ds, output.target, output.kind)
         return f"{output.target}/ (part files)"
     path = output.path
     path.parent.mkdir(parents=True, exist_ok=True)
     parts = tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".parts", dir=path.parent)
     try:
-        _write_parts(ds, parts, output.kind)
-        join_parts(parts, path, output.kind, schema=_schema(ds))
+        with stage("write parts"):
+            _write_parts(ds, parts, output.kind)
+        with stage("join parts"):
+            join_parts(parts, path, output.kind, schema=_schema(ds))
     finally:
         shutil.rmtree(parts, ignore_errors=True)
     return str(path)

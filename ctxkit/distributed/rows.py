@@ -20,8 +20,9 @@ __all__ = ["CHUNK_BYTES", "ROW", "index_rows", "ordered", "row_chunks", "with_ro
 
 ROW = "_row"  # the column holding the global row number (0-based, dataset order)
 # Bytes of input per chunk of :func:`row_chunks`: every later pass pays a task and a few
-# objects per chunk, and a JSON reader's half-megabyte blocks made that the cost of a run.
-CHUNK_BYTES = 32 << 20
+# objects per chunk (a JSON reader's half-megabyte blocks made that the cost of a run), and
+# chunks many times the cores keep the cores evenly busy to the end of each pass.
+CHUNK_BYTES = 16 << 20
 
 
 def ordered(ds: Any) -> Any:
@@ -104,11 +105,12 @@ def row_chunks(ds: Any, target_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, 
         for ref, meta in _bundle_blocks(bundle):
             if not meta.num_rows:
                 continue
-            refs.append(ref)
-            rows += int(meta.num_rows)
-            size += int(meta.size_bytes or 0)
-            if size >= target_bytes:
+            block = int(meta.size_bytes or 0)
+            if refs and size + block > target_bytes:  # a block of the target size stands alone
                 yield start, rows, refs
                 refs, start, rows, size = [], start + rows, 0, 0
+            refs.append(ref)
+            rows += int(meta.num_rows)
+            size += block
     if refs:
         yield start, rows, refs

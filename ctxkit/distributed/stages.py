@@ -198,18 +198,24 @@ def score_estimates(floor: float, starts: np.ndarray, codes: np.ndarray, *served
 
 
 def score_exact(codes: np.ndarray, *served: dict) -> np.ndarray:
-    """Exact Jaccard of a partition's pairs from the served shingle values (the
-    single-machine :func:`~ctxkit.deduplication.jaccard.pair_jaccard`)."""
-    from ctxkit.deduplication.jaccard import pair_jaccard
+    """Exact Jaccard of a partition's pairs from the served shingle values: the
+    single-machine formula (:func:`~ctxkit.deduplication.jaccard.pair_jaccard`) on the
+    intersections of the sorted value runs."""
+    from ctxkit.deduplication import kernels
+    from ctxkit.deduplication.jaccard import _jaccard, pair_jaccard
 
     if len(codes) == 0:
         return np.empty(0)
     local, rows = _local(codes, served)
-    values = np.concatenate([s["value"] for s in served]).astype(np.uint64)
+    values = np.concatenate([s["value"] for s in served])
     sizes = np.concatenate([s["size"] for s in served])
     offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    if kernels.NUMBA:  # the merge compares the low 32 bits: the values need no row prefix
+        inter = np.empty(len(local), dtype=np.int64)
+        kernels.intersection_sizes(values, offsets, local, inter)
+        return _jaccard(inter, sizes[local[:, 0]] + sizes[local[:, 1]])
     doc = np.repeat(np.arange(len(rows), dtype=np.uint64), sizes)
-    return pair_jaccard((doc << np.uint64(32)) | values, offsets, local)
+    return pair_jaccard((doc << np.uint64(32)) | values.astype(np.uint64), offsets, local)
 
 
 def kept_rows(table: Any, keep: np.ndarray) -> Any:
