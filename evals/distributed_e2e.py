@@ -74,7 +74,21 @@ def run_one(kind: str, path: str, out_dir: str, workers: int | None = None) -> d
         run_command("dedup", "local", path, out, field="text", report_path=report,
                     method="minhash", on_stage=timer)
     return {"kind": kind, "seconds": time.perf_counter() - start, "stages": timer.seconds,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "peak_rss_mb": peak_rss_mb()}
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MiB: ``VmHWM``, which starts afresh at
+    ``exec`` (``ru_maxrss`` keeps the parent's peak at the fork, which a child can never go
+    below); ``ru_maxrss`` where ``/proc`` is missing."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _spawn(kind: str, path: Path, out_dir: Path, workers: int) -> dict[str, Any]:

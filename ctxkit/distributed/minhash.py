@@ -23,12 +23,12 @@ functions are in :mod:`ctxkit.distributed.stages`:
    survivors, the few others scored by a routed pass like 3-4;
 6. the kept rows: per chunk, its table filtered (no shuffle).
 
-**What the driver holds.** Never texts or signatures: per row about 60 bytes (component
+**What the driver holds.** Never texts or signatures: per row about 100 bytes (component
 label, representative, similarity, matched row, method; lengths or scores for
-``keep="longest"`` or ``score_column``), per surviving pair 32 bytes, and the report's rows
-(ids of the removed rows). Its steps are linear in those: 10 M rows are about 0.6 GB.
-Beyond that, the components would need a distributed label propagation, which is not
-implemented (``docs/scaling.md``).
+``keep="longest"`` or ``score_column``, at the peak of the representatives step), per
+surviving pair 32 bytes, and the report's rows (ids of the removed rows). Its steps are
+linear in those: 10 M rows are about 1 GB. Beyond about a billion rows, the components would
+need a distributed label propagation, which is not implemented (``docs/scaling.md``).
 
 Example:
     >>> out = minhash_dedup(ray.data.from_items([{"text": t} for t in texts]))  # doctest: +SKIP
