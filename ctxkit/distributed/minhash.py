@@ -381,7 +381,10 @@ def _kept(ch: _Chunks, keep: np.ndarray) -> Any:
 
 def _ids_task(start: int, table: Any, id_column: str | None, record_ids: bool,
               rows: np.ndarray) -> list:
-    return [stages.row_ids(start, table, id_column, record_ids, rows)]
+    import pyarrow as pa
+
+    # an Arrow array crosses to the driver as a buffer, not as a Python object per id
+    return [pa.array(stages.row_ids(start, table, id_column, record_ids, rows))]
 
 
 def _report(ch: _Chunks, result: Any, id_column: str | None, record_ids: bool) -> Any:
@@ -395,7 +398,10 @@ def _report(ch: _Chunks, result: Any, id_column: str | None, record_ids: bool) -
     cuts = np.searchsorted(need, ch.starts)
     got = ray.get([call(_ids_task, 1, int(ch.starts[i]), t, id_column, record_ids,
                         need[cuts[i]:cuts[i + 1]])[0] for i, t in enumerate(ch.table)])
-    ids = pa.concat_arrays([pa.array(g) for g in got]) if got else pa.array([])
+    try:
+        ids = pa.concat_arrays(got) if got else pa.array([])
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # an id column typed differently per chunk
+        ids = pa.array([v for g in got for v in g.to_pylist()])
 
     def name(rows: np.ndarray) -> Any:
         return ids.take(pa.array(np.searchsorted(need, rows)))
