@@ -23,12 +23,13 @@ functions are in :mod:`ctxkit.distributed.stages`:
    survivors, the few others scored by a routed pass like 3-4;
 6. the kept rows: per chunk, its table filtered (no shuffle).
 
-**What the driver holds.** Never texts or signatures: per row about 100 bytes (component
-label, representative, similarity, matched row, method; lengths or scores for
-``keep="longest"`` or ``score_column``, at the peak of the representatives step), per
-surviving pair 32 bytes, and the report's rows (ids of the removed rows). Its steps are
-linear in those: 10 M rows are about 1 GB. Beyond about a billion rows, the components would
-need a distributed label propagation, which is not implemented (``docs/scaling.md``).
+**What the driver holds.** Never texts, signatures or kept rows: per row about 230 bytes at
+the peak of its steps (component labels, representatives, similarities, matched rows, the
+``keep`` rule's sort keys, the result's per-row arrays; lengths or scores for
+``keep="longest"`` or ``score_column``), per surviving pair 32 bytes, and the report's rows
+(ids of the removed rows). Its steps are linear in those: 10 M rows need about 2.5 GB.
+Beyond that, the components would need a distributed label propagation, which is not
+implemented (``docs/scaling.md``).
 
 Example:
     >>> out = minhash_dedup(ray.data.from_items([{"text": t} for t in texts]))  # doctest: +SKIP
@@ -88,6 +89,7 @@ class _Chunks:
     sig: list[Any]
     bands: list[Any]
     side: dict[str, np.ndarray]
+    ids: list[Any] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -95,12 +97,20 @@ class _Chunks:
 
 
 def _prepare(start: int, column: str, params: dict, bands: int, rows: int,
-             score_column: str | None, *blocks: Any) -> tuple:
+             score_column: str | None, named: tuple, *blocks: Any) -> tuple:
+    """:func:`~ctxkit.distributed.stages.prepare_chunk`, and the chunk's report ids
+    (``named``: ``(id_column, record_ids)``) as a small Arrow array of their own, so the
+    report reads them and not the whole table (which may have gone to disk by then)."""
+    import pyarrow as pa
     from ray.data.block import BlockAccessor
 
     tables = [BlockAccessor.for_block(b).to_arrow() for b in blocks]
     c = stages.prepare_chunk(start, column, params, bands, rows, score_column, *tables)
-    return c.table, c.sig, c.side, c.bands
+    ids = None
+    if named[0] is not None or named[1]:
+        every = np.arange(start, start + c.table.num_rows)
+        ids = pa.array(stages.row_ids(start, c.table, *named, every))
+    return c.table, c.sig, c.side, c.bands, ids
 
 
 def _read(ds: Any, args: tuple, check: Callable[[list[str]], None]) -> _Chunks:
@@ -113,13 +123,13 @@ def _read(ds: Any, args: tuple, check: Callable[[list[str]], None]) -> _Chunks:
         if not refs:
             check(BlockAccessor.for_block(ray.get(blocks[0])).to_arrow().column_names)
         ends.append(start + rows)
-        refs.append(call(_prepare, 4, start, *args, *blocks))
+        refs.append(call(_prepare, 5, start, *args, *blocks))
     if not refs:
         check(ds.columns() or [])
     sides = ray.get([r[2] for r in refs])
     side = {k: np.concatenate([s[k] for s in sides]) for k in (sides[0] if sides else {})}
     return _Chunks(np.r_[0, ends].astype(np.int64), [r[0] for r in refs],
-                   [r[1] for r in refs], [r[3] for r in refs], side)
+                   [r[1] for r in refs], [r[3] for r in refs], side, [r[4] for r in refs])
 
 
 def _split(triples: Any, parts: int) -> list:
@@ -326,7 +336,8 @@ def minhash_dedup(
     bands, rows = opts.banding()
     given = ((column, "column"), (id_column, "id_column"), (score_column, "score_column"))
     with stage("read and sign"):
-        ch = _read(ds, (column, opts.signing(), bands, rows, score_column),
+        ch = _read(ds, (column, opts.signing(), bands, rows, score_column,
+                        (id_column, record_ids)),
                    lambda names: _check_columns(names, given))
     if ch.n == 0:
         return _empty(ds, opts, bands, rows)
@@ -346,7 +357,7 @@ def minhash_dedup(
     with stage("kept rows"):
         kept = _kept(ch, rep == np.arange(ch.n))
     with stage("report"):
-        report = _report(ch, result, id_column, record_ids)
+        report = _report(ch, result, id_column is not None or record_ids)
     return DistributedDedup(kept=kept, report=report, result=result, info=info)
 
 
@@ -379,29 +390,31 @@ def _kept(ch: _Chunks, keep: np.ndarray) -> Any:
     return ray.data.from_arrow_refs(refs)
 
 
-def _ids_task(start: int, table: Any, id_column: str | None, record_ids: bool,
-              rows: np.ndarray) -> list:
+def _ids_task(start: int, ids: Any, rows: np.ndarray) -> list:
     import pyarrow as pa
 
-    # an Arrow array crosses to the driver as a buffer, not as a Python object per id
-    return [pa.array(stages.row_ids(start, table, id_column, record_ids, rows))]
+    return [ids.take(pa.array(rows - start))]
 
 
-def _report(ch: _Chunks, result: Any, id_column: str | None, record_ids: bool) -> Any:
-    """One row per removed row; the ids of the rows it names come from their chunks."""
+def _report(ch: _Chunks, result: Any, named: bool) -> Any:
+    """One row per removed row; the ids of the rows it names come from their chunks' id
+    arrays (row numbers unless ``named``)."""
     import pyarrow as pa
 
     ray = require_ray()
     removed = result.removed
     dup, matched = result.duplicate_of[removed], result.matched[removed]
     need = np.unique(np.concatenate([removed, dup, matched]))
-    cuts = np.searchsorted(need, ch.starts)
-    got = ray.get([call(_ids_task, 1, int(ch.starts[i]), t, id_column, record_ids,
-                        need[cuts[i]:cuts[i + 1]])[0] for i, t in enumerate(ch.table)])
-    try:
-        ids = pa.concat_arrays(got) if got else pa.array([])
-    except (pa.ArrowInvalid, pa.ArrowTypeError):  # an id column typed differently per chunk
-        ids = pa.array([v for g in got for v in g.to_pylist()])
+    if not named:
+        ids = pa.array(need)
+    else:
+        cuts = np.searchsorted(need, ch.starts)
+        got = ray.get([call(_ids_task, 1, int(ch.starts[i]), ids, need[cuts[i]:cuts[i + 1]])[0]
+                       for i, ids in enumerate(ch.ids)])
+        try:
+            ids = pa.concat_arrays(got)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # an id column typed apart per chunk
+            ids = pa.array([v for g in got for v in g.to_pylist()])
 
     def name(rows: np.ndarray) -> Any:
         return ids.take(pa.array(np.searchsorted(need, rows)))
@@ -450,7 +463,7 @@ def pair_similarity(sig_ds: Any, pairs: np.ndarray, num_partitions: int | None =
     for start, rows, blocks in row_chunks(sig_ds):
         ends.append(start + rows)
         sigs.append(call(_sig_chunk, 1, start, *blocks)[0])
-    ch = _Chunks(np.r_[0, ends].astype(np.int64), sigs, sigs, [], {})
+    ch = _Chunks(np.r_[0, ends].astype(np.int64), sigs, sigs, [], {}, [])
     if pairs.min() < 0 or pairs.max() >= ch.n:
         raise InputError(f"pairs: row numbers must lie in [0, {ch.n})")
     codes = np.unique(stages.encode(pairs))
