@@ -404,7 +404,13 @@ def _report(ch: _Chunks, result: Any, named: bool) -> Any:
     ray = require_ray()
     removed = result.removed
     dup, matched = result.duplicate_of[removed], result.matched[removed]
-    need = np.unique(np.concatenate([removed, dup, matched]))
+    # a flag per row and its running count find each named row's id: linear in the rows,
+    # where sorting the named rows was not
+    flag = np.zeros(ch.n, dtype=bool)
+    for rows in (removed, dup, matched):
+        flag[rows] = True
+    need = np.flatnonzero(flag)
+    position = np.cumsum(flag) - 1
     if not named:
         ids = pa.array(need)
     else:
@@ -417,7 +423,7 @@ def _report(ch: _Chunks, result: Any, named: bool) -> Any:
             ids = pa.array([v for g in got for v in g.to_pylist()])
 
     def name(rows: np.ndarray) -> Any:
-        return ids.take(pa.array(np.searchsorted(need, rows)))
+        return ids.take(pa.array(position[rows]))
 
     table = pa.table({
         "id": name(removed), "duplicate_of": name(dup), "matched": name(matched),
