@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -106,16 +107,6 @@ def best_of(fn, repeat: int) -> float:
 # ---------------------------------------------------------------- 1. per worker
 
 
-class _Local:
-    """Stands in for a Ray broadcast when a block function runs in this process."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def get(self) -> Any:
-        return self.value
-
-
 def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
     """Items/s of each block function in this process, pinned to one thread."""
     from ctxkit.distributed.packing import _pack_block
@@ -143,40 +134,7 @@ def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
     t = best_of(lambda: _pack_block(batch, "input_ids", None, None, True, opts), repeat)
     out["pack_block_bfd"] = {"items": n, "seconds": t, "per_s": n / t, "unit": "sequences"}
     out["tokens_per_text"] = float(lengths.mean())
-    try:
-        from ctxkit.deduplication.lsh import choose_bands
-        from ctxkit.distributed.minhash import (
-            _band_rows,
-            _bucket_pairs,
-            _pair_plan,
-            _score_partition,
-            _sign_block,
-        )
-    except ImportError as exc:
-        out["minhash"] = f"skipped: {exc}"
-    else:
-        params = dict(num_perm=128, seed=1, ngram=5, unit="char", normalization=None,
-                      hashfunc="fast", scheme="affine32")
-        tb = {"_row": rows, "text": np.array(texts, dtype=object)}
-        t = best_of(lambda: _sign_block(tb, "text", params, None), repeat)
-        signed = _sign_block(tb, "text", params, None)
-        out["minhash_signatures"] = {"items": n, "seconds": t, "per_s": n / t, "unit": "docs"}
-        bands, r = choose_bands(0.5, 128)
-        t = best_of(lambda: _band_rows(signed, bands, r), repeat)
-        banded = _band_rows(signed, bands, r)
-        out["minhash_band_keys"] = {"items": n, "seconds": t, "per_s": n / t, "unit": "docs"}
-        t = best_of(lambda: _bucket_pairs(banded, 1000), repeat)
-        out["minhash_bucket_pairs"] = {"items": n, "seconds": t, "per_s": n / t, "unit": "docs",
-                                       "rows": len(banded["key"])}
-        m = 100_000
-        pairs = np.random.default_rng(0).integers(0, n, (m, 2))
-        plan = _Local(_pair_plan(pairs, 1))
-        used = np.unique(pairs)
-        pb = {"part": np.zeros(len(used), np.int64), "_row": used, "value": signed["sig"][used]}
-        t = best_of(lambda: _score_partition(pb, plan, "estimate", {}), repeat)
-        out["minhash_score_pairs_estimate"] = {"items": m, "seconds": t, "per_s": m / t,
-                                               "unit": "pairs"}
-        out["minhash_bands"] = [bands, r]
+    out.update(_minhash_per_worker_rates(texts, repeat))
     try:
         from ctxkit.embedding.encoder import PackedEncoder
     except ImportError as exc:
@@ -189,6 +147,41 @@ def per_worker(texts: list[str], repeat: int) -> dict[str, Any]:
         out["embed_packed_minilm"] = {"items": len(sample), "seconds": t,
                                       "per_s": len(sample) / t, "unit": "texts"}
     return out
+
+
+def _minhash_per_worker_rates(texts: list[str], repeat: int) -> dict[str, Any]:
+    """The MinHash task functions of :mod:`ctxkit.distributed.stages` in this process: a
+    chunk's signatures and band keys, its buckets' pairs, and pair scoring."""
+    import pyarrow as pa
+
+    from ctxkit.deduplication.lsh import choose_bands
+    from ctxkit.distributed import stages
+
+    n, out = len(texts), {}
+    bands, r = choose_bands(0.5, 128)
+    table = pa.table({"text": texts})
+    t = best_of(lambda: stages.prepare_chunk(0, "text", _PARAMS, bands, r, None, table), repeat)
+    chunk = stages.prepare_chunk(0, "text", _PARAMS, bands, r, None, table)
+    out["minhash_signatures"] = {"items": n, "seconds": t, "per_s": n / t,
+                                 "unit": "docs (signatures and band keys)"}
+    bounds = np.array([0, n])
+    t = best_of(lambda: stages.bucket_pairs(1000, bounds, chunk.bands), repeat)
+    codes = stages.bucket_pairs(1000, bounds, chunk.bands)[0]
+    out["minhash_bucket_pairs"] = {"items": n, "seconds": t, "per_s": n / t, "unit": "docs",
+                                   "rows": len(chunk.bands["key"])}
+    m = 100_000
+    codes = np.unique(stages.encode(np.random.default_rng(0).integers(0, n, (m, 2))))
+    served = stages.serve_signatures(0, chunk.sig, np.unique(stages.decode(codes)))
+    starts = np.array([0, n])
+    t = best_of(lambda: stages.score_estimates(-1.0, starts, codes, *served), repeat)
+    out["minhash_score_pairs_estimate"] = {"items": len(codes), "seconds": t,
+                                           "per_s": len(codes) / t, "unit": "pairs"}
+    out["minhash_bands"] = [bands, r]
+    return out
+
+
+_PARAMS = dict(num_perm=128, seed=1, ngram=5, unit="char", normalization=None,
+               hashfunc="fast", scheme="affine32")
 
 
 def peak_memory(texts: list[str], batch: int = 4096) -> dict[str, Any]:
@@ -221,19 +214,19 @@ def peak_memory(texts: list[str], batch: int = 4096) -> dict[str, Any]:
     out["pack_block_bytes"] = peak(
         lambda: _pack_block({"_row": rows, "input_ids": col}, "input_ids", None, None, True,
                             PackOptions(capacity=2048, overflow="truncate")))
-    try:
-        from ctxkit.deduplication.lsh import choose_bands
-        from ctxkit.distributed.minhash import _band_rows, _bucket_pairs, _sign_block
-    except ImportError:
-        return out
-    params = dict(num_perm=128, seed=1, ngram=5, unit="char", normalization=None,
-                  hashfunc="fast", scheme="affine32")
-    tb = {"_row": rows, "text": np.array(texts, dtype=object)}
-    out["minhash_batch_bytes"] = peak(lambda: _band_rows(_sign_block(tb, "text", params, None),
-                                                         *choose_bands(0.5, 128)))
-    banded = _band_rows(_sign_block(tb, "text", params, None), *choose_bands(0.5, 128))
-    out["bucket_partition_bytes"] = peak(lambda: _bucket_pairs(banded, 1000))
-    out["bucket_partition_rows"] = int(len(banded["key"]))
+    import pyarrow as pa
+
+    from ctxkit.deduplication.lsh import choose_bands
+    from ctxkit.distributed import stages
+
+    table = pa.table({"text": texts})
+    bands, r = choose_bands(0.5, 128)
+    out["minhash_batch_bytes"] = peak(
+        lambda: stages.prepare_chunk(0, "text", _PARAMS, bands, r, None, table))
+    triples = stages.prepare_chunk(0, "text", _PARAMS, bands, r, None, table).bands
+    out["bucket_partition_bytes"] = peak(
+        lambda: stages.bucket_pairs(1000, np.array([0, n]), triples))
+    out["bucket_partition_rows"] = int(len(triples["key"]))
     return out
 
 
@@ -254,33 +247,6 @@ def end_to_end(texts: list[str], workers: int, repeat: int, quick: bool) -> dict
     blocks = max(2 * workers, n // 2000)
     ds = ray.data.from_items([{"text": t} for t in texts], override_num_blocks=blocks)
     ds = ds.materialize()  # the input is in the object store, as after a read
-    try:
-        from ctxkit.deduplication.pipeline import dedup
-        from ctxkit.distributed import minhash_dedup
-    except ImportError as exc:
-        out["minhash"] = f"skipped: {exc}"
-    else:
-        box: dict[str, Any] = {}
-        t = best_of(lambda: box.update(ref=dedup(texts, method="minhash", threshold=0.5)),
-                    repeat)
-        ref = box["ref"]
-        out["minhash_single_process"] = {"seconds": t, "docs_per_s": n / t,
-                                         "removed": ref.n_removed}
-        # Quick runs skip the hash shuffle: its aggregator actors cost ~10 s per shuffle here.
-        for shuffle in ("sort",) if quick else ("sort", "hash"):
-            got: dict[str, Any] = {}
-
-            def run(got: dict = got, shuffle: str = shuffle) -> None:
-                got["r"] = minhash_dedup(ds, threshold=0.5, shuffle=shuffle)
-
-            if not quick:
-                run()  # warm the workers (imports), as a long job would be
-            t = best_of(run, repeat)
-            equal = bool(np.array_equal(got["r"].result.duplicate_of, ref.duplicate_of))
-            out[f"minhash_ray_{shuffle}"] = {"seconds": t, "docs_per_s": n / t,
-                                             "equal_to_single_machine": equal,
-                                             "ratio_vs_single_process": (n / t) / (n / out[
-                                                 "minhash_single_process"]["seconds"])}
     tok = get_tokenizer("cl100k_base")
     lengths = [len(tok.encode(x)) for x in texts]
     tds = ray.data.from_items([{"n": int(x)} for x in lengths],
@@ -324,54 +290,63 @@ def utilization_by_block(lengths: np.ndarray, capacity: int, sizes: list[int]) -
             "per_block": rows}
 
 
-# ---------------------------------------------------------------- 4. projection
+# ---------------------------------------------------------------- 4. MinHash end to end
 
 
-def projection(worker: dict[str, Any], e2e: dict[str, Any]) -> dict[str, Any]:
-    """Hours for PROJECT_DOCS documents on N nodes of CORES_PER_NODE cores, on paper."""
-    eff = None
-    ray_mh = e2e.get("minhash_ray_hash") if isinstance(e2e.get("minhash_ray_hash"), dict) else None
-    if ray_mh and isinstance(worker.get("minhash_signatures"), dict):
-        eff = ray_mh["docs_per_s"] / (e2e["workers"] * _minhash_per_worker(worker))
-    stages = {}
-    if isinstance(worker.get("minhash_signatures"), dict):
-        stages["minhash dedup"] = _minhash_per_worker(worker)
-    stages["tokenize + pack (per block)"] = 1.0 / (1.0 / worker["tokenize_cl100k"]["per_s"] +
-                                                   1.0 / worker["pack_block_bfd"]["per_s"])
-    if isinstance(worker.get("embed_packed_minilm"), dict):
-        stages["embed (CPU, MiniLM)"] = worker["embed_packed_minilm"]["per_s"]
-    assumed = 0.7  # parallel efficiency at scale (shuffle, stragglers, scheduling)
+def minhash_runs(sizes: list[int], workers: int, corpus_dir: Path) -> list[dict[str, Any]]:
+    """``ctxkit dedup`` local and ``--ray local`` on generated corpora of ``sizes`` records
+    (:mod:`evals.distributed_e2e`); Ray gets ``workers`` CPUs (the machine's, when equal)."""
+    from evals.distributed_e2e import compare
+    from evals.ray_corpus import write_corpus
+
+    corpus_dir.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for n in sizes:
+        path = corpus_dir / f"corpus_{n}.jsonl"
+        if not path.exists():
+            write_corpus(path, n)
+        runs.append(compare(path, corpus_dir / f"out_{n}", n, workers))
+    return runs
+
+
+# ---------------------------------------------------------------- 5. projection
+
+
+def projection(runs: list[dict[str, Any]], workers: int) -> dict[str, Any]:
+    """Records/s of MinHash dedup on N nodes, from the largest measured Ray run: the
+    workers' part scales with the cores, the driver's serial part does not."""
+    if not runs:
+        return {"table": [], "assumptions": ["no MinHash run"]}
+    from evals.distributed_e2e import DRIVER_STAGES
+
+    big = runs[-1]
+    n, stages = big["records"], big["ray"]["stages"]
+    driver = sum(stages.get(k, 0.0) for k in DRIVER_STAGES)
+    spread = sum(stages.values()) - stages.get("start-up", 0.0) - driver
+    per_core = n / (spread * workers)
+    ceiling = n / driver if driver else float("inf")
     table = []
-    for stage, rate in stages.items():
-        for nodes in NODES:
-            docs_s = rate * CORES_PER_NODE * nodes * assumed
-            table.append({"stage": stage, "nodes": nodes, "docs_per_s": docs_s,
-                          "hours_for_corpus": PROJECT_DOCS / docs_s / 3600})
+    for nodes in NODES:
+        rate = 1.0 / (1.0 / (per_core * CORES_PER_NODE * nodes) + 1.0 / ceiling)
+        table.append({"nodes": nodes, "docs_per_s": rate,
+                      "hours_for_corpus": PROJECT_DOCS / rate / 3600})
     return {
-        "corpus_docs": PROJECT_DOCS, "cores_per_node": CORES_PER_NODE,
-        "parallel_efficiency_assumed": assumed,
-        "parallel_efficiency_measured_locally": eff,
+        "corpus_docs": PROJECT_DOCS, "cores_per_node": CORES_PER_NODE, "from_records": n,
+        "per_core_docs_per_s": per_core, "per_node_docs_per_s": per_core * CORES_PER_NODE,
+        "driver_seconds": driver, "driver_ceiling_docs_per_s": ceiling,
         "assumptions": [
-            f"{CORES_PER_NODE} cores per node, one Ray worker per core, each as fast as one "
-            "core of this machine (measured single-threaded here)",
-            f"parallel efficiency {assumed} at scale (the measured local figure includes Ray's "
-            "fixed start-up costs on a small input, so it is a pessimistic floor)",
-            "MinHash: map work (signatures, band keys, bucket pairs) dominates; the shuffles "
-            "move 24 bytes x bands per document and at most one signature per involved row and "
-            "partition, assumed to stay below the map time (10 Gbit/s per node)",
-            "the driver holds about 100 bytes per document (result arrays) plus 16 per "
-            "candidate pair (union-find on the driver)",
-            "embedding on CPU actors; on GPUs use the GPU texts/s from the embedding "
-            "benchmark, one actor per GPU",
+            f"the workers' stages of the {n:,}-record Ray run (all but start-up and the "
+            f"driver's {', '.join(DRIVER_STAGES)}) spread over {workers} CPUs here and over "
+            f"{CORES_PER_NODE} per node there, at the same cost per record and core",
+            "the driver's stages run once, serially, at their measured cost per record: "
+            "records/s = 1 / (1 / (nodes x per-node rate) + 1 / driver ceiling)",
+            "shuffled bytes per record (21 x bands for the band keys, a signature or a "
+            "text's shingles per pair partition that needs it) cross the network at 10 "
+            "Gbit/s per node, below the map time; the input is many files (a single file "
+            "is read by one task)",
         ],
         "table": table,
     }
-
-
-def _minhash_per_worker(worker: dict[str, Any]) -> float:
-    """Docs/s of the whole MinHash map work of one worker (the stages run one after another)."""
-    keys = ("minhash_signatures", "minhash_band_keys", "minhash_bucket_pairs")
-    return 1.0 / sum(1.0 / worker[k]["per_s"] for k in keys)
 
 
 # ---------------------------------------------------------------- report
@@ -413,15 +388,59 @@ def markdown(res: dict[str, Any]) -> str:
     for r in u["per_block"]:
         lines.append(f"| per block of {r['block_rows']} | {r['windows']} | "
                      f"{r['utilization']:.4f} | {r['loss_vs_global']:.4f} |")
-    lines += ["", f"## Projection to N nodes of {p['cores_per_node']} cores, "
-              f"{p['corpus_docs']:,} documents (on paper)", "",
-              "| stage | nodes | docs/s | hours |", "|---|---:|---:|---:|"]
-    for r in p["table"]:
-        lines.append(f"| {r['stage']} | {r['nodes']} | {r['docs_per_s']:,.0f} | "
-                     f"{r['hours_for_corpus']:.2f} |")
+    lines += minhash_markdown(res.get("minhash", []), res["workers"])
+    if p["table"]:
+        lines += ["", f"## MinHash dedup projected to N nodes of {p['cores_per_node']} cores, "
+                  f"{p['corpus_docs']:,} documents (from the measured stages)", "",
+                  f"Per core {p['per_core_docs_per_s']:,.0f} records/s, per node "
+                  f"{p['per_node_docs_per_s']:,.0f}; the driver's serial steps "
+                  f"({p['driver_seconds']:.2f} s for {p['from_records']:,} records) cap a "
+                  f"cluster at {p['driver_ceiling_docs_per_s']:,.0f} records/s.", "",
+                  "| nodes | records/s | hours |", "|---:|---:|---:|"]
+        for r in p["table"]:
+            lines.append(f"| {r['nodes']} | {r['docs_per_s']:,.0f} | "
+                         f"{r['hours_for_corpus']:.2f} |")
     lines += ["", "Assumptions:", ""] + [f"- {a}" for a in p["assumptions"]]
     lines += ["", f"Command: `{res['command']}`", ""]
     return "\n".join(lines)
+
+
+def minhash_markdown(runs: list[dict[str, Any]], workers: int) -> list[str]:
+    """The local-versus-Ray tables: totals per size, then seconds per stage."""
+    if not runs:
+        return []
+    lines = ["", f"## MinHash dedup: `ctxkit dedup IN --method minhash`, local vs `--ray local` "
+             f"({workers} CPUs), generated records", "",
+             "| records | input MB | local s | Ray s | Ray / local | local records/s per core "
+             "| Ray records/s per core | driver peak RSS MB (local) | same output |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in runs:
+        lines.append(
+            f"| {r['records']:,} | {r['input_mb']:.0f} | {r['local']['wall']:.1f} | "
+            f"{r['ray']['wall']:.1f} | {r['ratio']:.2f} | {r['local_per_core']:,.0f} | "
+            f"{r['ray_per_core']:,.0f} | {r['ray']['peak_rss_mb']:,.0f} "
+            f"({r['local']['peak_rss_mb']:,.0f}) | "
+            f"{'yes' if r['kept_equal'] and r['report_equal'] else 'NO'} |")
+    head = " | ".join(f"{r['records']:,}" for r in runs)
+    growth = len(runs) > 1
+    lines += ["", "Seconds per stage (Ray stages awaited one by one; wall includes the "
+              "interpreter's start):", "",
+              f"| run | stage | {head} |" + (" growth |" if growth else ""),
+              "|---|---|" + "---:|" * len(runs) + ("---:|" if growth else "")]
+    for kind in ("local", "ray"):
+        names = list(dict.fromkeys(k for r in runs for k in r[kind]["stages"]))
+        for name in names + ["wall"]:
+            vals = [r[kind]["wall"] if name == "wall" else r[kind]["stages"].get(name, 0.0)
+                    for r in runs]
+            row = f"| {kind} | {name} | " + " | ".join(f"{v:.2f}" for v in vals) + " |"
+            if growth:
+                row += f" {vals[-1] / vals[0]:.1f}x |" if vals[0] > 0 else " - |"
+            lines.append(row)
+    if growth:
+        scale = runs[-1]["records"] / runs[0]["records"]
+        lines += ["", f"growth: seconds at {runs[-1]['records']:,} over seconds at "
+                  f"{runs[0]['records']:,} records ({scale:.0f}x the corpus)."]
+    return lines
 
 
 def plot(res: dict[str, Any], path: Path) -> None:
@@ -442,10 +461,8 @@ def plot(res: dict[str, Any], path: Path) -> None:
     a.set_ylabel("window utilization (%)")
     a.set_title(f"Packing into {u['capacity']}-token windows: per block vs global")
     a.legend()
-    for stage in dict.fromkeys(r["stage"] for r in p["table"]):
-        rows = [r for r in p["table"] if r["stage"] == stage]
-        b.plot([r["nodes"] for r in rows], [r["hours_for_corpus"] for r in rows], "o-",
-               label=stage)
+    b.plot([r["nodes"] for r in p["table"]], [r["hours_for_corpus"] for r in p["table"]],
+           "o-", label="MinHash dedup")
     b.set_xscale("log")
     b.set_yscale("log")
     b.set_xlabel(f"nodes ({p['cores_per_node']} cores each, log scale)")
@@ -467,6 +484,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--ray", action=argparse.BooleanOptionalAction, default=None,
                     help="run the end-to-end Ray section (default: on, off with --quick, "
                          "since starting Ray alone takes ~10 s)")
+    ap.add_argument("--sizes", default=None,
+                    help="records of the MinHash local-vs-Ray runs, comma-separated "
+                         "(default 300000,3000000; 20000 with --quick)")
+    ap.add_argument("--corpus-dir", type=Path, default=None,
+                    help="where the generated corpora and outputs go (default: a temporary "
+                         "directory, removed afterwards)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     n = args.docs or (400 if args.quick else 8000)
@@ -480,8 +503,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "mode": "quick" if args.quick else "full", "docs": n, "source": source,
         "command": "python -m evals.distributed" + (" --quick" if args.quick else "") +
                    f" --workers {args.workers}" + ("" if args.ray is None else
-                                                   (" --ray" if args.ray else " --no-ray")),
-        "machine": machine_info(),
+                                                   (" --ray" if args.ray else " --no-ray")) +
+                   ("" if args.sizes is None else f" --sizes {args.sizes}"),
+        "machine": machine_info(), "workers": args.workers,
     }
     res["per_worker"] = per_worker(texts, repeat)
     res["memory"] = peak_memory(texts, 1024 if args.quick else 4096)
@@ -489,7 +513,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with_ray = (not args.quick) if args.ray is None else args.ray
     res["end_to_end"] = (end_to_end(texts, args.workers, 1, args.quick) if with_ray  # warm-up first
                          else {"workers": args.workers, "skipped": "quick run (use --ray)"})
-    res["projection"] = projection(res["per_worker"], res["end_to_end"])
+    sizes = [int(x) for x in (args.sizes or ("20000" if args.quick else
+                                             "300000,3000000")).split(",")]
+    with tempfile.TemporaryDirectory(prefix="ctxkit-distributed-") as tmp:
+        res["minhash"] = minhash_runs(sizes, args.workers, args.corpus_dir or Path(tmp))
+    res["projection"] = projection(res["minhash"], args.workers)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     from ctxkit.io.records import atomic_write, write_json

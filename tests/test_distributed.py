@@ -161,6 +161,56 @@ def test_a_failed_ray_write_keeps_the_previous_output(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]  # no part files left
 
 
+def test_line_ranges_cut_whole_lines(tmp_path):
+    from ctxkit.distributed.reader import line_ranges, parse_range
+
+    lines = [f'{{"t": "{"x" * (i % 7)}", "i": {i}}}' for i in range(50)]
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(lines[:20]) + "\n\n" + "\n".join(lines[20:]))  # a blank line,
+    for size in (1, 17, 64, 10**6):                                           # no final newline
+        ranges = line_ranges(path, size)
+        assert ranges[0][0] == 0 and ranges[-1][1] == path.stat().st_size
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+        got = [r for lo, hi in ranges for r in parse_range(path, lo, hi).to_pylist()]
+        assert [r["i"] for r in got] == list(range(50))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_stage_functions_score_as_one_machine(monkeypatch, compiled):
+    """The worker functions on plain arrays: routed estimates and exact scores equal the
+    single-machine ones, pairs in any order and from several chunks (numba or numpy)."""
+    import pyarrow as pa
+
+    from ctxkit.deduplication import kernels
+
+    if not compiled:
+        monkeypatch.setattr(kernels, "NUMBA", False)
+
+    from ctxkit.deduplication.jaccard import exact_pair_jaccard
+    from ctxkit.deduplication.signatures import signatures
+    from ctxkit.deduplication.verify import estimate_jaccard
+    from ctxkit.distributed import stages
+
+    texts = _near_duplicate_corpus(60, seed=2)
+    params = {"num_perm": 32, "seed": 1}
+    cut = [0, 25, len(texts)]
+    chunks = [stages.prepare_chunk(a, "text", params, 8, 4, None, pa.table({"text": texts[a:b]}))
+              for a, b in zip(cut, cut[1:])]
+    pairs = np.random.default_rng(1).integers(0, len(texts), (300, 2))
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    codes = np.unique(stages.encode(pairs))
+    starts = np.array(cut)
+    asked = stages.requests(codes, starts)
+    sig = [stages.serve_signatures(a, c.sig, r)[0] for a, c, r in zip(cut, chunks, asked)]
+    kept, _ = stages.score_estimates(-1.0, starts, codes, *sig)
+    np.testing.assert_array_equal(kept["estimate"], estimate_jaccard(
+        signatures(texts, **params), stages.decode(codes)))
+    served = [stages.serve_shingles(a, c.table, "text", {}, r)[0]
+              for a, c, r in zip(cut, chunks, asked)]
+    np.testing.assert_array_equal(stages.score_exact(codes, *served),
+                                  exact_pair_jaccard(texts, stages.decode(codes)))
+
+
 # ---------------------------------------------------------------- row numbers
 
 

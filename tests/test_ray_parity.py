@@ -117,6 +117,15 @@ def test_dedup_on_ray_equals_local(ray_session, tmp_path, capsys):
     report = json.loads((tmp_path / "ray.json").read_text())
     assert (report["records"], report["kept"], report["removed"]) == \
         (len(rows), len(local), len(rows) - len(local))
+    # the whole report is the local one's, but for the paths, Ray's stage notes and "line"
+    mine = json.loads((tmp_path / "local.json").read_text())
+    for e in mine["duplicates"]:
+        del e["line"]
+    ray_stages = report["stages"]["minhash"]
+    assert {k: ray_stages[k] for k in mine["stages"]["minhash"]} == mine["stages"]["minhash"]
+    skip = ("input", "output", "stages")
+    assert {k: v for k, v in report.items() if k not in skip} == \
+        {k: v for k, v in mine.items() if k not in skip}
 
 def test_ray_refuses_what_it_cannot_honour(ray_session, tmp_path, capsys):
     src = _write_jsonl(tmp_path / "in.jsonl", _alpaca(12))

@@ -16,6 +16,7 @@ CLI's summary table.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +57,9 @@ def _format_of(path: str) -> str:
     return _FORMATS[suffix]
 
 
-def read_dataset(path: str | Path, columns: list[str]) -> Any:
-    """A Ray dataset over ``path`` (file, directory or URI), checked to have ``columns``."""
+def read_dataset(path: str | Path, columns: list[str] | None = None) -> Any:
+    """A Ray dataset over ``path`` (file, directory or URI), checked to have ``columns``
+    (when given: the check reads the first blocks)."""
     ray = require_ray()
     path = uri(path)
     if _format_of(path) == "parquet":
@@ -65,6 +67,8 @@ def read_dataset(path: str | Path, columns: list[str]) -> Any:
     else:
         ds = ray.data.read_json(path, lines=not path.endswith(".json"))
     raise_worker_errors(ds)
+    if columns is None:
+        return ds
     names = ds.columns() or []
     missing = [c for c in columns if c not in names]
     if missing:
@@ -83,6 +87,7 @@ def run_command(
     report_path: str | Path | None = None,
     template: str | None = None,
     skip_bad: bool = False,
+    on_stage: Any = None,
     **options: Any,
 ) -> list[tuple[str, Any]]:
     """Run ``ctxkit <command>`` on Ray; returns rows for the summary table.
@@ -135,7 +140,7 @@ def run_command(
     try:
         if command == "dedup":
             rows = _dedup(input_path, target, field or "text", id_field, report_path,
-                          **options)
+                          on_stage=on_stage, **options)
         elif command == "embed":
             rows = _embed(reader, target, report_path, **options)
         else:
@@ -236,39 +241,78 @@ def _check_dedup_method(method: Any) -> None:
 
 def _dedup(input_path, output, field, id_field, report_path, method="minhash", threshold=None,
            keep="first", num_perm=_M.num_perm, ngram=_M.ngram, unit=_M.unit, seed=_M.seed,
-           punctuation=False) -> list:
+           punctuation=False, on_stage=None) -> list:
+    from contextlib import nullcontext
+
+    from ctxkit.deduplication.normalize import Normalization
     from ctxkit.distributed.minhash import minhash_dedup
-    from ctxkit.io.records import write_json
 
     if isinstance(threshold, dict):
         threshold = threshold.get("minhash")
-    ds = read_dataset(input_path, [field] + ([id_field] if id_field else []))
-    from ctxkit.deduplication.normalize import Normalization
-
-    out = minhash_dedup(ds, column=field, threshold=threshold, num_perm=num_perm,
-                        id_column=id_field, ngram=ngram, unit=unit, seed=seed, keep=keep,
-                        normalization=Normalization(punctuation=punctuation))
-    where = write_dataset(out.kept, output)
-    n, removed = out.result.n, out.result.removed
+    # the columns are checked on the first block read: asking the dataset for them first
+    # would read a JSON input twice
+    out = minhash_dedup(_dedup_input(input_path), column=field, threshold=threshold,
+                        num_perm=num_perm, id_column=id_field, record_ids=True, ngram=ngram,
+                        unit=unit, seed=seed, keep=keep,
+                        normalization=Normalization(punctuation=punctuation),
+                        on_stage=on_stage)
+    stage = on_stage or (lambda name: nullcontext())
+    where = write_dataset(out.kept, output, on_stage)
+    n, removed = out.result.n, out.result.n_removed
     if report_path is not None:  # the local report's fields, "line" aside
-        from ctxkit.distributed.blocks import collect_columns
-        from ctxkit.io.records import ID_FIELD, record_id
-
-        if id_field is not None:
-            ids = [str(v) for v in collect_columns(ds, [id_field])[id_field].tolist()]
-        elif ID_FIELD in (ds.columns() or []):  # the local rule, record by record
-            own = collect_columns(ds, [ID_FIELD])[ID_FIELD].tolist()
-            ids = [record_id(v, i) for i, v in enumerate(own)]
-        else:
-            ids = [str(i) for i in range(n)]
-        write_json(report_path, {
-            "input": str(input_path), "output": where, "method": ["minhash"],
-            "threshold": threshold, "keep": keep, "records": n, "kept": n - len(removed),
-            "removed": len(removed), "skipped": [], "stages": out.info,
-            "duplicates": out.result.ledger(ids)})
-    return [("records", n), ("kept", n - len(removed)), ("removed (minhash)", len(removed)),
+        with stage("report file"):
+            _write_report(report_path, input_path, where, threshold, keep, out)
+    return [("records", n), ("kept", n - removed), ("removed (minhash)", removed),
             ("candidate pairs", out.info["candidates"]), ("verified pairs", out.info["verified"]),
             ("output", where)]
+
+
+def _dedup_input(input_path: str | Path) -> Any:
+    """A local JSON lines file is read by many tasks at once (:mod:`ctxkit.distributed.reader`);
+    anything else by Ray Data's readers. Only dedup reads this way: it reads one text column,
+    where the other commands read whole records whose nested types Ray Data infers per file."""
+    from ctxkit.distributed.reader import read_jsonl
+
+    path = Path(uri(input_path))
+    if "://" not in str(path) and path.is_file() and path.suffix.lower() in (".jsonl", ".ndjson"):
+        return read_jsonl(path)
+    return read_dataset(input_path)
+
+
+def _write_report(report_path, input_path, where, threshold, keep, out) -> None:
+    """The local command's report, the same bytes as its ``write_json``, with the entries
+    streamed from the report dataset a batch at a time (the driver never holds them all)."""
+    import json
+
+    from ctxkit.io.outputs import atomic_write
+
+    n, removed = out.result.n, out.result.n_removed
+    head = json.dumps({
+        "input": str(input_path), "output": where, "method": ["minhash"],
+        "threshold": threshold, "keep": keep, "records": n, "kept": n - removed,
+        "removed": removed, "skipped": [], "stages": {"minhash": out.info},
+        "warnings": out.result.warnings, "duplicates": []}, ensure_ascii=False, indent=2)
+    head, tail = head[:-len("[]\n}")], "]\n}\n"
+    with atomic_write(report_path) as fh:
+        fh.write(head + "[")
+        first = True
+        for entries in _ledger(out.report):
+            for e in entries:
+                fh.write("\n    " if first else ",\n    ")
+                fh.write(json.dumps(e, ensure_ascii=False, indent=2).replace("\n", "\n    "))
+                first = False
+        fh.write(tail if first else "\n  " + tail)
+
+
+def _ledger(report: Any) -> Iterator[list[dict[str, Any]]]:
+    """The report dataset's rows as the local ledger's entries (in row order), a batch of
+    entries at a time."""
+    for batch in report.iter_batches(batch_size=65536, batch_format="pyarrow"):
+        entries = batch.select(["id", "duplicate_of", "method", "matched", "similarity"]
+                               ).to_pylist()
+        for e in entries:  # Python's rounding, as the local ledger's
+            e["similarity"] = round(e["similarity"], 6)
+        yield entries
 
 
 def _texts_block(batch: dict[str, np.ndarray], reader: _Reader) -> dict[str, Any]:

@@ -8,6 +8,7 @@ once in order, counts each block's rows and numbers them with a running offset.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -15,9 +16,13 @@ import numpy as np
 from ctxkit.distributed.cluster import require_ray
 from ctxkit.errors import InputError
 
-__all__ = ["ROW", "index_rows", "ordered", "with_row_index"]
+__all__ = ["CHUNK_BYTES", "ROW", "index_rows", "ordered", "row_chunks", "with_row_index"]
 
 ROW = "_row"  # the column holding the global row number (0-based, dataset order)
+# Bytes of input per chunk of :func:`row_chunks`: every later pass pays a task and a few
+# objects per chunk (a JSON reader's half-megabyte blocks made that the cost of a run), and
+# chunks many times the cores keep the cores evenly busy to the end of each pass.
+CHUNK_BYTES = 16 << 20
 
 
 def ordered(ds: Any) -> Any:
@@ -84,3 +89,28 @@ def _bundle_blocks(bundle: Any) -> list[tuple[Any, Any]]:
             ref, meta = entry
         out.append((ref, meta))
     return out
+
+
+def row_chunks(ds: Any, target_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, int, list]]:
+    """``ds``'s blocks, in dataset order, grouped into chunks of about ``target_bytes``:
+    ``(first row, rows, block refs)`` per chunk. Executes ``ds`` once, streaming: a chunk is
+    yielded as soon as its blocks exist, so its work overlaps the rest of the read.
+
+    Example:
+        >>> [(s, n) for s, n, _ in row_chunks(ray.data.range(10), 1 << 30)]  # doctest: +SKIP
+        [(0, 10)]
+    """
+    refs, start, rows, size = [], 0, 0, 0
+    for bundle in ordered(ds).iter_internal_ref_bundles():
+        for ref, meta in _bundle_blocks(bundle):
+            if not meta.num_rows:
+                continue
+            block = int(meta.size_bytes or 0)
+            if refs and size + block > target_bytes:  # a block of the target size stands alone
+                yield start, rows, refs
+                refs, start, rows, size = [], start + rows, 0, 0
+            refs.append(ref)
+            rows += int(meta.num_rows)
+            size += block
+    if refs:
+        yield start, rows, refs
