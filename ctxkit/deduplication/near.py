@@ -113,17 +113,23 @@ class GrowingPairs:
         if not 0.0 < threshold <= 1.0:
             raise bad_option("threshold", f" must be in (0, 1], got {threshold}")
         self.threshold = threshold
-        self.sizes: list[int] = []
+        self._sizes = _Column()
         self._sets: list[np.ndarray] = []
-        self._postings: dict[int, list[int]] | None = None
+        self._postings: dict[int, _Column] | None = None
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Each set's number of shingles."""
+        return self._sizes.view()
 
     def __len__(self) -> int:
-        return len(self.sizes)
+        return self._sizes.n
 
     def extend(self, sets: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Append ``sets``; returns the new pairs ``(i, j, jaccard)`` (``j`` a new set)."""
-        first = len(self.sizes)
-        self.sizes.extend(len(s) for s in sets)
+        first = len(self)
+        for s in sets:
+            self._sizes.append(len(s))
         if first == 0:
             self._sets.extend(sets)
             return similar_pairs(list(sets), self.threshold)
@@ -131,27 +137,48 @@ class GrowingPairs:
             self._postings = {}
             for k, s in enumerate(self._sets):
                 for h in s.tolist():
-                    self._postings.setdefault(h, []).append(k)
+                    self._postings.setdefault(h, _Column()).append(k)
             self._sets = []  # the index holds them now
         out_i, out_j, out_jac = [], [], []
-        sizes = np.asarray(self.sizes, dtype=np.int64)
+        sizes = self._sizes.view()
         for k, s in enumerate(sets, start=first):
-            postings = [self._postings.setdefault(h, []) for h in s.tolist()]
-            earlier = [np.array(p, np.int64) for p in postings if p]
+            postings = [self._postings.setdefault(h, _Column()) for h in s.tolist()]
+            earlier = [p.view() for p in postings if p.n]
+            if earlier:
+                # shingles shared with each earlier set (a set's shingles are distinct), counted
+                # in C: the posting lists of common shingles grow with the history
+                common = np.bincount(np.concatenate(earlier), minlength=k)
+                other = np.flatnonzero(common)
+                shared = common[other]
+                jac = shared / (sizes[other] + sizes[k] - shared)
+                hit = jac >= self.threshold - 1e-12
+                out_i.append(other[hit])
+                out_j.append(np.full(int(hit.sum()), k, np.int64))
+                out_jac.append(jac[hit])
             for p in postings:
                 p.append(k)
-            if not earlier:
-                continue
-            # shingles shared with each earlier set: a set's shingles are distinct
-            other, common = np.unique(np.concatenate(earlier), return_counts=True)
-            jac = common / (sizes[other] + sizes[k] - common)
-            hit = jac >= self.threshold - 1e-12
-            out_i.append(other[hit])
-            out_j.append(np.full(int(hit.sum()), k, np.int64))
-            out_jac.append(jac[hit])
         if not out_i:
             return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
         return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_jac)
+
+
+class _Column:
+    """A growing array of integers (amortised appends, read as a view)."""
+
+    __slots__ = ("data", "n")
+
+    def __init__(self) -> None:
+        self.data = np.zeros(4, np.int64)
+        self.n = 0
+
+    def append(self, value: int) -> None:
+        if self.n == len(self.data):
+            self.data = np.concatenate([self.data, np.zeros(len(self.data), np.int64)])
+        self.data[self.n] = value
+        self.n += 1
+
+    def view(self) -> np.ndarray:
+        return self.data[:self.n]
 
 
 def near_duplicates(texts: Sequence[str], threshold: float = 0.8) -> list[int]:
