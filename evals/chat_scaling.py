@@ -152,6 +152,7 @@ def evidence(convs: list[pb.LocomoConversation], tok) -> dict[str, Any]:
         joined.extend(conv.messages)
     texts = [m["content"] for m in joined]
     methods = {"ChatMemory": ChatMemory(BUDGETS[0]),
+               "ChatMemory(alternate=True)": ChatMemory(BUDGETS[0], alternate=True),
                "ChatMemory(prefix_cache=True)": ChatMemory(BUDGETS[0], prefix_cache=True)}
     for mem in methods.values():
         mem.extend(joined)
@@ -162,6 +163,7 @@ def evidence(convs: list[pb.LocomoConversation], tok) -> dict[str, Any]:
     hits: dict[str, dict[int, list[bool]]] = {m: {b: [] for b in BUDGETS}
                                               for m in [*methods, *rankers] if
                                               rankers.get(m, True) is not None}
+    runs: dict[str, int] = dict.fromkeys(methods, 0)  # longest same-role run in a window
     dense_cache: dict[str, Any] = {}
     for conv in convs:
         print(f"evidence: {conv.name}", file=sys.stderr, flush=True)
@@ -171,8 +173,9 @@ def evidence(convs: list[pb.LocomoConversation], tok) -> dict[str, Any]:
             msgs = joined + [{"role": "user", "content": q.question}]
             for b in BUDGETS:
                 for name, mem in methods.items():
-                    kept = mem.peek(query=q.question, budget=b).kept
-                    hits[name][b].append(pb.locomo_retained(kept, shifted))
+                    window = mem.peek(query=q.question, budget=b)
+                    hits[name][b].append(pb.locomo_retained(window.kept, shifted))
+                    runs[name] = max(runs[name], same_role_run(window.messages))
                 for name, rank in rankers.items():
                     if rank is None:
                         continue
@@ -184,7 +187,17 @@ def evidence(convs: list[pb.LocomoConversation], tok) -> dict[str, Any]:
     return {"questions": n, "history_tokens": count_chat_tokens(joined, tokenizer=tok),
             "history_messages": len(joined),
             "kept": {m: {str(b): sum(v) / len(v) for b, v in per.items()}
-                     for m, per in hits.items()}}
+                     for m, per in hits.items()},
+            "longest_same_role_run": runs}
+
+
+def same_role_run(messages: list[dict]) -> int:
+    """The most messages of one role in a row (what strict chat templates refuse)."""
+    best = run = 0
+    for k, m in enumerate(messages):
+        run = run + 1 if k and m["role"] == messages[k - 1]["role"] else 1
+        best = max(best, run)
+    return best
 
 
 TTL = 300  # seconds: OpenAI's and Anthropic's default prompt-cache lifetime
@@ -254,10 +267,14 @@ def markdown(report: dict[str, Any]) -> str:
                         "RSS per message B"], rows), "", report["summary"], ""]
     ev = report.get("evidence")
     if ev:
-        rows = [[m, *(f"{per[str(b)]:.2f}" for b in BUDGETS)] for m, per in ev["kept"].items()]
+        runs = ev.get("longest_same_role_run", {})
+        rows = [[m, *(f"{per[str(b)]:.2f}" for b in BUDGETS), str(runs.get(m, "-"))]
+                for m, per in ev["kept"].items()]
         lines += [f"Evidence kept on the dev conversations joined ({ev['history_tokens']:,} "
-                  f"tokens, {ev['history_messages']:,} turns), {ev['questions']} questions:",
-                  "", md_table(["method", *(f"{b:,} tokens" for b in BUDGETS)], rows), ""]
+                  f"tokens, {ev['history_messages']:,} turns), {ev['questions']} questions, and "
+                  "the longest run of same-role messages in any window:",
+                  "", md_table(["method", *(f"{b:,} tokens" for b in BUDGETS),
+                                "longest same-role run"], rows), ""]
     bill = report.get("billing")
     if bill:
         whole = bill["methods"]["whole history"]["expiring"]
