@@ -27,6 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from ctxkit.chat.pipeline import CompressChatResult
+from ctxkit.chat.result import Ledger
 from ctxkit.errors import InputError
 from ctxkit.io import frameworks
 from ctxkit.io.formats import Conversation, message_kind, to_internal
@@ -76,8 +77,8 @@ class HistoryFormat:
         """
         if self.format in _NATIVE:
             return window
-        recalled = {c.index for c in window.ledger if c.action == "recalled"}
-        shortened = {c.index for c in window.ledger if c.action == "shortened"}
+        recalled, shortened = _indices(window.ledger, "recalled"), _indices(window.ledger,
+                                                                          "shortened")
         body = [k for k in window.kept if k not in recalled]
         conv = Conversation(self.format, self.originals, [])
         out: list[Any] = []
@@ -100,6 +101,14 @@ class HistoryFormat:
         if self.format == "anthropic":
             return {"role": role, "content": text}
         return frameworks.new_message(self.format, role, text)
+
+
+def _indices(ledger: Any, action: str) -> set[int]:
+    """Indices of the ledger's entries with ``action``; a :class:`Ledger` answers from its
+    columns, without building an entry per dropped turn."""
+    if isinstance(ledger, Ledger):
+        return set(ledger.indices(action).tolist())
+    return {c.index for c in ledger if c.action == action}
 
 
 def _shortened_from(m: Mapping[str, Any], original: Mapping[str, Any]) -> bool:
